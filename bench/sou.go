@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+
+	"sou/index"
+	"sou/search"
+)
+
+// OpenBadger opens a Badger in dir with the settings a sou node uses
+// (node/store.go), so sizes and speeds are the product's.
+func OpenBadger(dir string) (*badger.DB, error) {
+	opts := badger.DefaultOptions(dir).
+		WithLogger(nil).
+		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(256 << 20).
+		WithValueThreshold(4 << 10).
+		WithCompression(options.ZSTD).
+		WithZSTDCompressionLevel(1).
+		WithNumCompactors(2).
+		WithDetectConflicts(false)
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open badger in %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+// SouEngine is sou's index and local search over one Badger.
+type SouEngine struct {
+	dir   string
+	db    *badger.DB
+	ix    *index.Index
+	local *search.Local
+}
+
+// OpenSou opens an empty (or existing) sou index in dir with the options
+// a node uses (index.DefaultOptions).
+func OpenSou(dir string) (*SouEngine, error) { return OpenSouWith(dir, index.DefaultOptions()) }
+
+// OpenSouWith opens a sou index in dir with opts.
+func OpenSouWith(dir string, opts index.Options) (*SouEngine, error) {
+	db, err := OpenBadger(dir)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := index.Open(db, opts, slog.New(slog.DiscardHandler))
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open sou index: %w", err)
+	}
+	return &SouEngine{dir: dir, db: db, ix: ix, local: search.NewLocal(ix, search.DefaultParams())}, nil
+}
+
+// Dir is the Badger directory.
+func (e *SouEngine) Dir() string { return e.dir }
+
+// Index returns the underlying index.
+func (e *SouEngine) Index() *index.Index { return e.ix }
+
+// AddAll Puts docs from GOMAXPROCS goroutines (Put analyses outside its
+// lock, so segmentation runs in parallel, as in the node) and flushes.
+func (e *SouEngine) AddAll(ctx context.Context, docs []Doc) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				d := &docs[i]
+				err := e.ix.Put(ctx, &index.Document{
+					URL: d.URL, Host: d.Host, Title: d.Title, Headings: d.Headings, Body: d.Body, Lang: d.Lang,
+					Status: 200, ContentType: "text/html", Charset: "utf-8",
+				})
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("sou put %s: %w", d.URL, err)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range docs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.ix.Flush(ctx); err != nil {
+		return fmt.Errorf("sou flush: %w", err)
+	}
+	return nil
+}
+
+// Search returns the URLs of the top k results of q (AND semantics, BM25F,
+// static rank, snippets: the product's local search).
+func (e *SouEngine) Search(ctx context.Context, q string, k int) ([]string, error) {
+	pq, err := search.ParseQuery(q, e.ix.Analyzer())
+	if err != nil {
+		if errors.Is(err, search.ErrEmptyQuery) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sou parse %q: %w", q, err)
+	}
+	res, err := e.local.Search(ctx, pq, k, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sou search %q: %w", q, err)
+	}
+	out := make([]string, len(res.Candidates))
+	for i, c := range res.Candidates {
+		out[i] = c.URL
+	}
+	return out, nil
+}
+
+// Close flushes and closes the index and the Badger.
+func (e *SouEngine) Close() error {
+	err := e.ix.Close()
+	if cerr := e.db.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("close sou engine: %w", err)
+	}
+	return nil
+}
+
+// Timed runs fn and returns its wall time.
+func Timed(fn func() error) (time.Duration, error) {
+	start := time.Now()
+	err := fn()
+	return time.Since(start), err
+}

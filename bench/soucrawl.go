@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"sou/crawl"
+	"sou/index"
+	"sou/testnet/simweb"
+)
+
+// CrawlResult is one pipeline's crawl of the simulated web.
+type CrawlResult struct {
+	Elapsed  time.Duration // from the first seed to the last page searchable
+	Fetched  int64         // page requests that got a response
+	Indexed  int64         // pages handed to the index
+	Requests int           // requests the simulated web logged (robots.txt and sitemaps included)
+	Bytes    int64         // on disk after close
+}
+
+// PagesPerSecond is indexed pages over wall time.
+func (r CrawlResult) PagesPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Indexed) / r.Elapsed.Seconds()
+}
+
+// singleNodeSink is node/sink.go without the network: this node owns every
+// host, so nothing is forwarded and no fingerprint is claimed remotely.
+type singleNodeSink struct {
+	ix      *index.Index // nil: count pages only (crawl-only diagnostic)
+	indexed atomic.Int64
+}
+
+func (s *singleNodeSink) Owns(string) bool { return true }
+
+func (s *singleNodeSink) Forward(context.Context, []crawl.Discovered) error { return nil }
+
+func (s *singleNodeSink) Store(ctx context.Context, p *crawl.Page) error {
+	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
+		return nil
+	}
+	if s.ix == nil {
+		s.indexed.Add(1)
+		return nil
+	}
+	doc := &index.Document{
+		URL: p.URL, Host: p.Host, Title: p.Title, Headings: p.Headings, Body: p.Text, Lang: p.Lang,
+		Status: p.Status, FetchedAt: p.FetchedAt, ContentType: p.ContentType, Charset: p.Charset,
+		Header: p.Header, Raw: p.Raw, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
+	}
+	if err := s.ix.Put(ctx, doc); err != nil {
+		return fmt.Errorf("index %s: %w", p.URL, err)
+	}
+	s.indexed.Add(1)
+	anchors := map[string][]string{}
+	for _, l := range p.Links {
+		if l.Anchor == "" || l.NoFollow || l.URL == p.URL {
+			continue
+		}
+		anchors[l.URL] = append(anchors[l.URL], l.Anchor)
+	}
+	for u, a := range anchors {
+		if err := s.ix.AddAnchors(ctx, u, a); err != nil {
+			return fmt.Errorf("anchors for %s: %w", u, err)
+		}
+	}
+	return nil
+}
+
+// CrawlSou crawls the simulated web with sou's crawler (FastConfig with
+// the given number of fetch workers, DNS through the web's server) and
+// indexes every stored page into a fresh sou index in dir, as a node does.
+// It returns when the crawler is idle and the index flushed. With
+// withIndex false the pages are counted, not indexed: the crawler's own
+// share of the time.
+func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, withIndex bool, log *slog.Logger) (CrawlResult, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db, err := OpenBadger(dir)
+	if err != nil {
+		return CrawlResult{}, err
+	}
+	ix, err := index.Open(db, index.DefaultOptions(), log)
+	if err != nil {
+		_ = db.Close()
+		return CrawlResult{}, fmt.Errorf("open sou index: %w", err)
+	}
+	cfg := crawl.FastConfig()
+	if workers > 0 {
+		cfg.Workers = workers
+	}
+	cfg.Resolver.Server = web.DNSAddr()
+	cfg.Fetch.AllowLoopback = true
+	sink := &singleNodeSink{}
+	if withIndex {
+		sink.ix = ix
+	}
+	c, err := crawl.New(db, cfg, sink, log)
+	if err != nil {
+		_ = ix.Close()
+		_ = db.Close()
+		return CrawlResult{}, fmt.Errorf("new crawler: %w", err)
+	}
+	reqBefore := len(web.Requests(0))
+	start := time.Now()
+	seeds := make([]crawl.Discovered, 0, len(web.Seeds()))
+	for _, s := range web.Seeds() {
+		seeds = append(seeds, crawl.Discovered{URL: s})
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	err = c.Add(ctx, seeds)
+	if err == nil {
+		err = waitIdle(ctx, c)
+	}
+	if err == nil {
+		err = ix.Flush(ctx)
+	}
+	elapsed := time.Since(start)
+	stop()
+	<-done
+	st := c.Stats()
+	res := CrawlResult{Elapsed: elapsed, Fetched: st.Fetched, Indexed: sink.indexed.Load(), Requests: len(web.Requests(0)) - reqBefore}
+	if cerr := c.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close crawler: %w", cerr)
+	}
+	if cerr := ix.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close index: %w", cerr)
+	}
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close badger: %w", cerr)
+	}
+	if err != nil {
+		return res, err
+	}
+	if len(st.ErrorsByClass) > 0 {
+		var parts []string
+		for k, v := range st.ErrorsByClass {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+		log.Info("sou crawl errors", "errors", strings.Join(parts, " "))
+	}
+	res.Bytes, err = DiskUsage(dir)
+	return res, err
+}
+
+// waitIdle polls until the crawler has fetched something and then stays
+// idle (nothing in flight, nothing due, nothing awaiting processing) for
+// three consecutive polls.
+func waitIdle(ctx context.Context, c *crawl.Crawler) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	quiet := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sou crawl did not finish: %w", ctx.Err())
+		case <-t.C:
+		}
+		if c.Stats().Fetched == 0 || !c.Idle() {
+			quiet = 0
+			continue
+		}
+		quiet++
+		if quiet >= 3 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sou/node"
+)
+
+func newNodeCmd() *cobra.Command {
+	cfg := node.DefaultConfig()
+	var configPath, logLevel string
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run a sou node: crawler, index shard and search coordinator",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnvAndConfig(cmd.Flags(), configPath); err != nil {
+				return err
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			ctx := cmd.Context()
+			n, err := node.New(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			printBanner(cmd, n, cfg)
+			return n.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "config file of `flag = value` lines (flags and SOU_* environment variables win)")
+	f.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory (Badger database and identity key)")
+	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "address of the HTTP API and web UI")
+	f.StringVar(&cfg.HTTPToken, "http-token", "", "bearer token for state-changing routes; required to bind --http beyond loopback")
+	f.BoolVar(&cfg.PublicSearch, "public-search", false, "serve search and cached pages to anyone (other routes still need the token)")
+	f.StringVar(&cfg.DNS, "dns", "", "DNS server for the crawler, ip:port (default: the system's)")
+	f.StringSliceVar(&cfg.Seeds, "seed", nil, "seed URLs to crawl (repeatable)")
+	f.StringVar(&cfg.Network, "network", cfg.Network, "network name; nodes of different networks never mix")
+	f.StringSliceVar(&cfg.Listen, "listen", cfg.Listen, "libp2p listen multiaddrs")
+	f.StringSliceVar(&cfg.Bootstrap, "bootstrap", nil, "bootstrap peer multiaddrs (with /p2p/ID)")
+	f.StringVar(&cfg.PSKFile, "psk", "", "file with a 32-byte pre-shared key in hex: a private network")
+	f.BoolVar(&cfg.MDNS, "mdns", cfg.MDNS, "discover peers on the LAN with mDNS")
+	f.BoolVar(&cfg.WAN, "wan", false, "use WAN membership timeouts")
+	f.BoolVar(&cfg.Fast, "fast", false, "testnet crawling: no politeness delay (still one request per host at a time)")
+	f.BoolVar(&cfg.AllowLoopback, "allow-loopback", false, "let the crawler fetch from loopback addresses (testnets)")
+	f.BoolVar(&cfg.AllowPrivate, "allow-private", false, "let the crawler fetch from private and link-local addresses")
+	f.IntVar(&cfg.Workers, "workers", 0, "concurrent fetches (0 = default)")
+	f.DurationVar(&cfg.MinDelay, "min-delay", 0, "minimum delay between requests to one host (0 = default)")
+	f.IntVar(&cfg.MaxPagesPerHost, "max-pages-per-host", 0, "page budget per host (0 = unlimited)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func printBanner(cmd *cobra.Command, n *node.Node, cfg node.Config) {
+	w := cmd.OutOrStdout()
+	st := n.Status(cmd.Context())
+	fmt.Fprintf(w, "sou node %s\n", time.Now().Format(time.RFC3339))
+	fmt.Fprintf(w, "  peer ID   %s\n", st.PeerID)
+	fmt.Fprintf(w, "  network   %s\n", cfg.Network)
+	fmt.Fprintf(w, "  addresses %s\n", strings.Join(st.Addrs, "\n            "))
+	fmt.Fprintf(w, "  web UI    http://%s/\n", cfg.HTTPAddr)
+	fmt.Fprintf(w, "  data      %s\n", cfg.DataDir)
+}

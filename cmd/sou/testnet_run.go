@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sou/testnet"
+)
+
+func newTestnetRunCmd() *cobra.Command {
+	var cfg testnet.RunConfig
+	var asJSON bool
+	var misbehave string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a testnet to completion: simulated web, N node processes, crawl, query phase, report",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find the sou binary: %w", err)
+			}
+			cfg.Binary = bin
+			if misbehave != "" {
+				cfg.Misbehave = strings.Split(misbehave, ",")
+			}
+			if !asJSON {
+				cfg.Progress = cmd.ErrOrStderr()
+			} else {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			rep, err := testnet.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				testnet.PrintSummary(out, rep)
+			}
+			if !rep.OK {
+				return &exitError{code: 1, err: fmt.Errorf("testnet report not ok: %s", strings.Join(rep.Failures, "; "))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Nodes, "nodes", 1, "number of sou node processes")
+	f.IntVar(&cfg.Hosts, "hosts", 100, "synthetic hosts")
+	f.IntVar(&cfg.Pages, "pages", 5000, "synthetic pages in total")
+	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic web and the scenario")
+	f.StringVar(&cfg.Sites, "sites", "", "sites.tsv of real sites to serve as well (../shared/corpus)")
+	f.StringVar(&misbehave, "misbehave", "all", "misbehaviour classes of the simulated web: all, none, or a comma list")
+	f.StringVar(&cfg.Dir, "dir", "", "directory for node data (default a temporary one)")
+	f.BoolVar(&cfg.Keep, "keep", false, "keep the node data directories")
+	f.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "give up when the crawl has not finished by then")
+	f.IntVar(&cfg.Crashes, "crashes", 0, "SIGKILL a random node this many times during the crawl, restarting it each time")
+	f.StringVar(&cfg.JoinAt, "join-at", "", "add a node at this crawl fraction (30%) or time (20s)")
+	f.StringVar(&cfg.KillAt, "kill-at", "", "SIGKILL a node (not restarted) at this crawl fraction or time")
+	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

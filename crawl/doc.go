@@ -1,0 +1,102 @@
+// Package crawl owns everything between a URL and a parsed page: the
+// persistent frontier, politeness, robots.txt, the DNS cache, the fetcher,
+// charset decoding and HTML parsing, URL normalisation and filters, URL-seen
+// and content-seen de-duplication, priority (OPIC) and recrawl scheduling.
+//
+// It knows nothing of the network or of ranking: the node wires it to the
+// rest through the Sink interface (Owns, Forward, Store; optionally MayFetch).
+//
+// # Frontier and schedule
+//
+// Every queued URL is one Badger key in its host's queue, ordered by
+// priority: more OPIC cash first, then shallower link depth (the Tianwang
+// heuristic), then arrival order. Memory holds only per-host state: the queue
+// length, the priority of its head, politeness counters and robots rules, so
+// millions of queued URLs cost nothing in RAM. The schedule is two heaps:
+// hosts waiting for their politeness timer (by ready time) and due hosts (by
+// head priority). A worker takes the best due host, which is then "in
+// flight" and in no heap: one request per host at a time, whatever the
+// configuration. The schedule is rebuilt at start from a key-only scan.
+//
+// OPIC: seeds get Config.SeedCash; a fetched page's cash is split equally
+// over its followable out-links (and its canonical and meta-refresh targets,
+// which are treated as links); a redirect passes all its cash to its target.
+// Cash for a queued URL moves it up its queue; cash for a fetched URL is
+// kept for its next visit. Cash to foreign hosts travels with the
+// Discovered links given to Sink.Forward. Page.Cash is the total received.
+//
+// # Politeness
+//
+// After a response the host waits clamp(DelayFactor x response time,
+// MinDelay, MaxDelay), at least robots.txt Crawl-delay. A Crawl-delay above
+// MaxCrawlDelay is capped (CrawlDelayCap, the default, logged once per host)
+// or the host is skipped entirely (CrawlDelaySkip: its URLs stay queued).
+// 429/503: the same URL stays queued (one more attempt, never a duplicate)
+// and the host waits Retry-After (capped at MaxBackoff) or an exponential
+// backoff. ParkAfterTimeouts consecutive timeouts park the host for
+// ParkDuration (DSpider), doubling per further park without an answer up to
+// MaxParkDuration; Idle ignores parked hosts (presumed dead until they
+// answer). A host whose name does not resolve (NXDOMAIN) or resolves only to
+// forbidden addresses has its queued URLs given up. Transient failures are
+// retried up to MaxAttempts per URL. The per-host page budget is
+// FilterConfig.MaxPagesPerHost; the presets also bound link depth (20) so
+// that traps inventing paths forever end.
+//
+// robots.txt is the first request in a host's slot, cached with an expiry
+// and persisted; 4xx means allow all, 5xx or a network failure means the
+// host waits (exponential backoff bounded by RetryMax, parked for GiveUpWait
+// after MaxAttempts failures): a host is never crawled without its rules.
+// When a refresh of expired rules fails, the cached copy stays in use and
+// the refresh is retried after RetryMax (RFC 9309). Same-host redirects of
+// robots.txt are followed (5 hops); a redirect to another host counts as no
+// file (allow all), since requesting it would use another host's slot.
+// Its same-host sitemaps and /sitemap.xml are fetched next, once, in the
+// host's slots too; their URLs enter as links of depth 1 without cash.
+//
+// # Crash safety
+//
+// A fetch ends with ONE transaction that deletes the queue key, marks the
+// URL fetched in the seen set and writes the response into the processing
+// queue (c:p/). Processing (parse, near-dup claim, Sink.Forward of foreign
+// links, Sink.Store) runs on separate goroutines and ends with ONE
+// transaction that enqueues the local links, records the content hash and
+// recrawl time, and deletes the c:p/ entry. So at any instant a URL is
+// either queued, or fetched with its response waiting in c:p/, or done with
+// its links in the frontier. After kill -9, leftover c:p/ entries are
+// processed again (Store is idempotent; Forward may repeat links, which the
+// receiver's seen set absorbs, with their cash counted twice). The only
+// refetch is of requests in flight at the instant of the kill (at most
+// Workers URLs; which of them the server saw is unknowable). A clean stop
+// lets requests in flight finish (ShutdownGrace) and refetches nothing.
+//
+// A timeout also buys the server at least as much rest as it made us wait,
+// so that its still-running handler never overlaps our next request.
+// The optional Sink method MayFetch(host) pauses a host (ownership moving):
+// its slot is released unused and asked again after 500 ms.
+//
+// Redirect targets, canonical and refresh URLs go through the seen set like
+// any link, so redirect chains end at a URL already seen (and at MaxDepth).
+//
+// # Recrawl
+//
+// Each stored page has an interval: halved when a visit finds new content,
+// doubled when unchanged or 304, within [Min, Max] (default 1 day to 30
+// days, so a testnet run never recrawls). Revisits are conditional
+// (If-None-Match / If-Modified-Since).
+//
+// # Badger keys (all under "c:")
+//
+//	c:q/<host>/<^cash:8 BE><depth:2 BE><seq:8 BE>  -> URL            per-host queue (engine)
+//	c:u/<host>/<sha256(URL)[:16]>                  -> seenRecord JSON URL-seen set, state, cash, validators, recrawl (engine)
+//	c:h/<host>                                     -> hostRecord JSON politeness counters, budget, sitemaps done (engine)
+//	c:r/<host>                                     -> robotsRecord JSON robots.txt response, re-parsed at start (engine)
+//	c:p/<seq:8 BE>                                 -> uvarint len, JSON header, raw body: fetched, awaiting processing (engine)
+//	c:t/<due unix nanos:8 BE><host>/<hash:16>      -> empty          recrawl schedule (engine)
+//	c:m/seq                                        -> Badger sequence lease for queue and processing keys (engine)
+//	c:x/<exact content hash:16>                    -> URL            exact duplicates (simhash.go)
+//	c:n/<band:1><value:2 BE><simhash:8 BE><url>    -> empty          SimHash bands for near duplicates (simhash.go)
+//	c:nu/<url>                                     -> exact(16)+simhash(8): reverse entry of a claim (simhash.go)
+//
+// Host keys are HostKey values (lowercase host, ":port" when not default);
+// they never contain "/", so every per-host prefix is unambiguous.
+package crawl

@@ -1,0 +1,795 @@
+package crawl
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Badger key prefixes owned by the engine half of the package (see doc.go).
+const (
+	pfxQueue   = "c:q/" // c:q/<host>/<prio 10><seq 8> -> URL
+	pfxHost    = "c:h/" // c:h/<host> -> hostRecord (JSON)
+	pfxSeen    = "c:u/" // c:u/<host>/<hash 16> -> seenRecord (JSON)
+	pfxRobots  = "c:r/" // c:r/<host> -> robotsRecord (JSON)
+	pfxProc    = "c:p/" // c:p/<seq 8> -> procEntry (JSON): fetched, awaiting processing
+	pfxRecrawl = "c:t/" // c:t/<due 8><host>/<hash 16> -> nil
+	keySeq     = "c:m/seq"
+)
+
+const prioLen = 10 // 8 bytes inverted cash + 2 bytes depth
+
+func queuePrefix(host string) []byte { return []byte(pfxQueue + host + "/") }
+func seenPrefix(host string) []byte  { return []byte(pfxSeen + host + "/") }
+func hostKey(host string) []byte     { return []byte(pfxHost + host) }
+func robotsKey(host string) []byte   { return []byte(pfxRobots + host) }
+
+func seenKey(host string, h urlHash) []byte {
+	k := make([]byte, 0, len(pfxSeen)+len(host)+1+len(h))
+	k = append(k, pfxSeen...)
+	k = append(k, host...)
+	k = append(k, '/')
+	return append(k, h[:]...)
+}
+
+// encodePrio makes byte order equal crawl order: more cash first, then
+// shallower (the Tianwang depth heuristic), then FIFO by sequence number.
+func encodePrio(dst []byte, cash float64, depth int) []byte {
+	if !(cash >= 0) || math.IsInf(cash, 1) { // NaN, negative, +Inf from a bad peer
+		cash = 0
+	}
+	dst = binary.BigEndian.AppendUint64(dst, ^math.Float64bits(cash))
+	return binary.BigEndian.AppendUint16(dst, uint16(min(max(depth, 0), math.MaxUint16)))
+}
+
+func queueKey(host string, cash float64, depth int, seq uint64) []byte {
+	k := make([]byte, 0, len(pfxQueue)+len(host)+1+prioLen+8)
+	k = append(k, pfxQueue...)
+	k = append(k, host...)
+	k = append(k, '/')
+	k = encodePrio(k, cash, depth)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// decodeQueueKey returns host, cash and depth of a queue key.
+func decodeQueueKey(k []byte) (host string, cash float64, depth int, err error) {
+	if !bytes.HasPrefix(k, []byte(pfxQueue)) || len(k) < len(pfxQueue)+2+prioLen+8 {
+		return "", 0, 0, fmt.Errorf("bad queue key %q", k)
+	}
+	tail := k[len(k)-prioLen-8:]
+	host = string(k[len(pfxQueue) : len(k)-prioLen-8-1])
+	cash = math.Float64frombits(^binary.BigEndian.Uint64(tail[:8]))
+	depth = int(binary.BigEndian.Uint16(tail[8:10]))
+	return host, cash, depth, nil
+}
+
+// Clock is the time source of the crawler; tests inject a fake one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// schedItem is one host in a schedule heap; stale when gen != host.gen.
+type schedItem struct {
+	h     *hostState
+	gen   uint64
+	ready int64 // unix nanos
+	cash  float64
+	depth int
+}
+
+// readyHeap orders waiting hosts by ready time.
+type readyHeap []schedItem
+
+func (q readyHeap) Len() int           { return len(q) }
+func (q readyHeap) Less(i, j int) bool { return q[i].ready < q[j].ready }
+func (q readyHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *readyHeap) Push(x any)        { *q = append(*q, x.(schedItem)) }
+func (q *readyHeap) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return it
+}
+
+// dueHeap orders hosts whose politeness timer has expired by head priority.
+type dueHeap []schedItem
+
+func (q dueHeap) Len() int { return len(q) }
+func (q dueHeap) Less(i, j int) bool {
+	if q[i].cash != q[j].cash {
+		return q[i].cash > q[j].cash
+	}
+	if q[i].depth != q[j].depth {
+		return q[i].depth < q[j].depth
+	}
+	return q[i].ready < q[j].ready
+}
+func (q dueHeap) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *dueHeap) Push(x any)   { *q = append(*q, x.(schedItem)) }
+func (q *dueHeap) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return it
+}
+
+// frontier is the persistent URL frontier: per-host queues in Badger, and in
+// memory only per-host counts, head priorities and the two-level schedule
+// (hosts waiting for their politeness timer; due hosts ordered by priority).
+//
+// Locking: every Badger transaction that touches the queue or seen keys of a
+// host holds that host's stripe lock (hosts hash onto 256 stripes; several
+// are taken in ascending order), so read-modify-write of a URL's record never
+// interleaves, while transactions on different hosts commit concurrently and
+// Badger batches their writes. mu guards the in-memory state and is never
+// held across I/O. Order: stripes, then mu.
+type frontier struct {
+	db     *badger.DB
+	cfg    PolitenessConfig
+	budget int64 // max pages per host, 0 = unlimited
+	clock  Clock
+	seq    *badger.Sequence
+	bloom  *bloomFilter
+
+	stripes [256]sync.Mutex
+
+	mu      sync.Mutex
+	hosts   map[string]*hostState
+	waiting readyHeap
+	due     dueHeap
+	queued  int64 // total entries
+	flying  int
+	wake    chan struct{}
+	// epoch is bumped after every change that Idle looks at.
+	epoch atomic.Uint64
+}
+
+func newFrontier(db *badger.DB, cfg PolitenessConfig, budget int, clock Clock, bloomExpected int) (*frontier, error) {
+	seq, err := db.GetSequence([]byte(keySeq), 1000)
+	if err != nil {
+		return nil, fmt.Errorf("frontier sequence: %w", err)
+	}
+	f := &frontier{
+		db: db, cfg: cfg, budget: int64(budget), clock: clock, seq: seq,
+		hosts: make(map[string]*hostState),
+		wake:  make(chan struct{}, 1),
+	}
+	if bloomExpected > 0 {
+		f.bloom = newBloomFilter(bloomExpected)
+	}
+	if err := f.load(); err != nil {
+		_ = seq.Release()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *frontier) close() error {
+	if err := f.seq.Release(); err != nil {
+		return fmt.Errorf("release frontier sequence: %w", err)
+	}
+	return nil
+}
+
+// load rebuilds the in-memory state from Badger: host records, queue counts
+// and heads (key-only iteration; the first key of a host is its head), and
+// the Bloom filter from the seen keys.
+func (f *frontier) load() error {
+	return f.db.View(func(txn *badger.Txn) error {
+		opt := badger.DefaultIteratorOptions
+		opt.Prefix = []byte(pfxHost)
+		it := txn.NewIterator(opt)
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			host := string(item.Key()[len(pfxHost):])
+			var rec hostRecord
+			err := item.Value(func(v []byte) error {
+				var err error
+				rec, err = decodeHostRecord(v)
+				return err
+			})
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("load host %q: %w", host, err)
+			}
+			f.host(host).rec = rec
+		}
+		it.Close()
+
+		opt = badger.IteratorOptions{Prefix: []byte(pfxQueue)}
+		it = txn.NewIterator(opt)
+		var cur *hostState
+		for it.Rewind(); it.Valid(); it.Next() {
+			host, cash, depth, err := decodeQueueKey(it.Item().Key())
+			if err != nil {
+				continue // not ours to interpret; left alone
+			}
+			if cur == nil || cur.key != host {
+				cur = f.host(host)
+				cur.headCash, cur.headDepth = cash, depth
+			}
+			cur.queued++
+			f.queued++
+		}
+		it.Close()
+
+		if f.bloom != nil {
+			it = txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pfxSeen)})
+			for it.Rewind(); it.Valid(); it.Next() {
+				k := it.Item().Key()
+				if len(k) < len(pfxSeen)+16 {
+					continue
+				}
+				var h urlHash
+				copy(h[:], k[len(k)-16:])
+				f.bloom.add(h)
+			}
+			it.Close()
+		}
+		for _, h := range f.hosts {
+			f.scheduleLocked(h)
+		}
+		return nil
+	})
+}
+
+// lockHosts takes the stripe locks of hosts in ascending order and returns
+// the function that releases them.
+func (f *frontier) lockHosts(hosts ...string) func() {
+	var idx []int
+	var seen [256]bool
+	for _, h := range hosts {
+		i := int(stripeOf(h))
+		if !seen[i] {
+			seen[i] = true
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		f.stripes[i].Lock()
+	}
+	return func() {
+		for j := len(idx) - 1; j >= 0; j-- {
+			f.stripes[idx[j]].Unlock()
+		}
+	}
+}
+
+func stripeOf(host string) uint8 {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(host); i++ {
+		h ^= uint32(host[i])
+		h *= 16777619
+	}
+	return uint8(h ^ h>>8 ^ h>>16 ^ h>>24)
+}
+
+// host returns the state of host, creating it. Caller holds mu (or is load).
+func (f *frontier) host(key string) *hostState {
+	h := f.hosts[key]
+	if h == nil {
+		h = &hostState{key: key}
+		f.hosts[key] = h
+	}
+	return h
+}
+
+func (f *frontier) exhausted(h *hostState) bool {
+	return f.budget > 0 && h.rec.Fetched >= f.budget
+}
+
+// schedulable: work to do, not in flight, not excluded.
+func (f *frontier) schedulable(h *hostState) bool {
+	return h.queued > 0 && !h.inFlight && !h.dropped && !h.skip && !f.exhausted(h)
+}
+
+// scheduleLocked (re)places h in the schedule. Caller holds mu.
+func (f *frontier) scheduleLocked(h *hostState) {
+	defer f.epoch.Add(1)
+	h.gen++
+	if !f.schedulable(h) {
+		return
+	}
+	heap.Push(&f.waiting, schedItem{h: h, gen: h.gen, ready: h.readyAt().UnixNano(), cash: h.headCash, depth: h.headDepth})
+	f.compactLocked()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// compactLocked drops stale heap items when they outnumber live hosts.
+func (f *frontier) compactLocked() {
+	if len(f.waiting)+len(f.due) < 2*len(f.hosts)+1024 {
+		return
+	}
+	w := f.waiting[:0]
+	for _, it := range f.waiting {
+		if it.gen == it.h.gen {
+			w = append(w, it)
+		}
+	}
+	f.waiting = w
+	heap.Init(&f.waiting)
+	d := f.due[:0]
+	for _, it := range f.due {
+		if it.gen == it.h.gen {
+			d = append(d, it)
+		}
+	}
+	f.due = d
+	heap.Init(&f.due)
+}
+
+// startupDelay makes every host wait its politeness delay after a start: the
+// previous process may have been killed right after a request whose delay it
+// had no time to persist.
+func (f *frontier) startupDelay(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.hosts {
+		d := max(f.cfg.MinDelay, f.cfg.robotsDelay(h))
+		if t := now.Add(d).UnixNano(); d > 0 && t > h.rec.NextAllowed {
+			h.rec.NextAllowed = t
+			f.scheduleLocked(h)
+		}
+	}
+}
+
+// next takes the due host with the best head priority and marks it in
+// flight. If none is due it returns the wait until the earliest one (or -1
+// when nothing is scheduled at all).
+func (f *frontier) next(now time.Time) (*hostState, time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := now.UnixNano()
+	for len(f.waiting) > 0 && f.waiting[0].ready <= n {
+		it := heap.Pop(&f.waiting).(schedItem)
+		if it.gen == it.h.gen {
+			heap.Push(&f.due, it)
+		}
+	}
+	for len(f.due) > 0 {
+		it := heap.Pop(&f.due).(schedItem)
+		if it.gen != it.h.gen {
+			continue
+		}
+		h := it.h
+		h.inFlight = true
+		h.gen++
+		f.flying++
+		f.epoch.Add(1)
+		if len(f.due) > 0 { // let another worker take the next due host
+			select {
+			case f.wake <- struct{}{}:
+			default:
+			}
+		}
+		return h, 0
+	}
+	for len(f.waiting) > 0 {
+		it := f.waiting[0]
+		if it.gen != it.h.gen {
+			heap.Pop(&f.waiting)
+			continue
+		}
+		return nil, time.Duration(it.ready - n)
+	}
+	return nil, -1
+}
+
+// release ends h's slot: politeness bookkeeping, then back into the schedule.
+// The head priority is refreshed from Badger because the slot may have
+// removed the head.
+func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, retryAfter, minWait time.Duration) {
+	// Under the host's lock no add can commit between reading the head and
+	// updating the in-memory state, so both agree with Badger.
+	defer f.lockHosts(h.key)()
+	cash, depth, ok := f.readHead(h.key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.release(h, now, o, resp, retryAfter)
+	if t := now.Add(minWait).UnixNano(); minWait > 0 && t > h.rec.NextAllowed {
+		h.rec.NextAllowed = t
+	}
+	if ok {
+		h.headCash, h.headDepth = cash, depth
+	} else if h.queued != 0 {
+		// Badger has no entry left: trust it, or the host would spin.
+		f.queued -= h.queued
+		h.queued = 0
+	}
+	h.inFlight = false
+	f.flying--
+	f.scheduleLocked(h)
+}
+
+func (f *frontier) readHead(host string) (cash float64, depth int, ok bool) {
+	_ = f.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host)})
+		defer it.Close()
+		it.Rewind()
+		if it.Valid() {
+			var err error
+			_, cash, depth, err = decodeQueueKey(it.Item().Key())
+			ok = err == nil
+		}
+		return nil
+	})
+	return cash, depth, ok
+}
+
+// queued is one frontier entry as read by a worker.
+type queued struct {
+	key  []byte
+	host string
+	hash urlHash
+	rec  *seenRecord
+}
+
+// head returns the first live entry of host's queue; orphan keys (no seen
+// record pointing at them, which only a bug or a torn import could leave)
+// are deleted on the way.
+func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
+	for range 100 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var q *queued
+		var orphan []byte
+		err := f.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host), PrefetchValues: true, PrefetchSize: 1})
+			defer it.Close()
+			it.Rewind()
+			if !it.Valid() {
+				return nil
+			}
+			key := it.Item().KeyCopy(nil)
+			u, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			hash := hashURL(string(u))
+			item, err := txn.Get(seenKey(host, hash))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				orphan = key
+				return nil
+			} else if err != nil {
+				return err
+			}
+			var rec *seenRecord
+			if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
+				orphan = key
+				return nil
+			}
+			if rec.State != stateQueued || !bytes.Equal(rec.QKey, key) {
+				orphan = key
+				return nil
+			}
+			q = &queued{key: key, host: host, hash: hash, rec: rec}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("frontier head of %s: %w", host, err)
+		}
+		if orphan == nil {
+			return q, nil
+		}
+		if err := f.deleteOrphan(host, orphan); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("frontier head of %s: too many orphan queue keys", host)
+}
+
+func (f *frontier) deleteOrphan(host string, key []byte) error {
+	defer f.lockHosts(host)()
+	err := f.db.Update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(key); errors.Is(err, badger.ErrKeyNotFound) {
+			key = nil
+			return nil
+		}
+		return txn.Delete(key)
+	})
+	if err != nil {
+		return fmt.Errorf("delete orphan queue key: %w", err)
+	}
+	if key != nil {
+		f.mu.Lock()
+		f.hosts[host].queued--
+		f.queued--
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// addItem is one URL for the frontier, already normalised and filtered.
+type addItem struct {
+	url   string
+	host  string
+	cash  float64
+	depth int
+	// recrawl marks a fetched URL going back into the queue (it is not new).
+	recrawl bool
+}
+
+// addResult counts what add did.
+type addResult struct{ New, Known int }
+
+// add puts items into the frontier in one transaction together with extra
+// (the processing stage deletes its queue entry in the same transaction, so
+// links are enqueued exactly once). A URL already queued gets the cash added
+// and moves up its host queue; a URL already fetched keeps the cash for its
+// next visit and its importance.
+func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extraHosts ...string) (addResult, error) {
+	hosts := extraHosts
+	for _, it := range items {
+		hosts = append(hosts, it.host)
+	}
+	defer f.lockHosts(hosts...)()
+	type delta struct {
+		n           int64
+		cash        float64
+		depth       int
+		improveHead bool
+	}
+	var res addResult
+	deltas := map[string]*delta{}
+	var newHashes []urlHash
+	inBatch := map[urlHash]bool{} // the Bloom filter learns of this batch only after commit
+	err := f.db.Update(func(txn *badger.Txn) error {
+		res = addResult{}
+		clear(deltas)
+		clear(inBatch)
+		newHashes = newHashes[:0]
+		for _, it := range items {
+			h := hashURL(it.url)
+			sk := seenKey(it.host, h)
+			var rec *seenRecord
+			if f.bloom == nil || it.recrawl || inBatch[h] || f.bloom.mayContain(h) {
+				item, err := txn.Get(sk)
+				switch {
+				case errors.Is(err, badger.ErrKeyNotFound):
+				case err != nil:
+					return err
+				default:
+					if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
+						rec = nil // a corrupt record is replaced
+					}
+				}
+			}
+			if rec == nil && it.recrawl {
+				continue // dropped (handoff) since it was scheduled
+			}
+			var oldKey []byte
+			switch {
+			case rec == nil:
+				res.New++
+				rec = &seenRecord{URL: it.url, State: stateQueued, Cash: it.cash, History: it.cash, Depth: it.depth}
+				newHashes = append(newHashes, h)
+				inBatch[h] = true
+			case it.recrawl:
+				if rec.State != stateDone {
+					continue
+				}
+				rec.State = stateQueued
+				rec.Attempts = 0
+				rec.NextFetch = 0
+			case rec.State == stateQueued:
+				res.Known++
+				if it.cash <= 0 && it.depth >= rec.Depth {
+					continue
+				}
+				oldKey = rec.QKey
+				rec.Cash += max(it.cash, 0)
+				rec.History += max(it.cash, 0)
+				rec.Depth = min(rec.Depth, it.depth)
+			default: // fetched: the cash waits for the next visit
+				res.Known++
+				if it.cash <= 0 {
+					continue
+				}
+				rec.Cash += it.cash
+				rec.History += it.cash
+				if err := txn.Set(sk, rec.encode()); err != nil {
+					return err
+				}
+				continue
+			}
+			seq, err := f.seq.Next()
+			if err != nil {
+				return fmt.Errorf("frontier sequence: %w", err)
+			}
+			rec.QKey = queueKey(it.host, rec.Cash, rec.Depth, seq)
+			if oldKey != nil {
+				if err := txn.Delete(oldKey); err != nil {
+					return err
+				}
+			}
+			if err := txn.Set(rec.QKey, []byte(it.url)); err != nil {
+				return err
+			}
+			if err := txn.Set(sk, rec.encode()); err != nil {
+				return err
+			}
+			d := deltas[it.host]
+			if d == nil {
+				d = &delta{cash: -1}
+				deltas[it.host] = d
+			}
+			if oldKey == nil {
+				d.n++
+			}
+			if rec.Cash > d.cash || (rec.Cash == d.cash && rec.Depth < d.depth) {
+				d.cash, d.depth, d.improveHead = rec.Cash, rec.Depth, true
+			}
+		}
+		if extra != nil {
+			return extra(txn)
+		}
+		return nil
+	})
+	if err != nil {
+		return addResult{}, fmt.Errorf("frontier add: %w", err)
+	}
+	if f.bloom != nil {
+		for _, h := range newHashes {
+			f.bloom.add(h)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.epoch.Add(1)
+	for host, d := range deltas {
+		h := f.host(host)
+		wasEmpty := h.queued == 0
+		h.queued += d.n
+		f.queued += d.n
+		better := d.improveHead && (wasEmpty || d.cash > h.headCash || (d.cash == h.headCash && d.depth < h.headDepth))
+		if better {
+			h.headCash, h.headDepth = d.cash, d.depth
+		}
+		if (wasEmpty || better) && !h.inFlight {
+			f.scheduleLocked(h)
+		}
+	}
+	return res, nil
+}
+
+// finish removes a fetched entry from the frontier in one transaction with
+// extra (which writes the processing-queue entry): from then on the URL is
+// never fetched again, whatever happens to the process. The seen record is
+// re-read under the host's lock because cash may have arrived (and moved the key) while
+// the fetch was running. update may change the record before it is written.
+func (f *frontier) finish(q *queued, update func(rec *seenRecord), extra func(txn *badger.Txn, rec *seenRecord) error) error {
+	defer f.lockHosts(q.host)()
+	removed := false
+	err := f.db.Update(func(txn *badger.Txn) error {
+		removed = false
+		sk := seenKey(q.host, q.hash)
+		item, err := txn.Get(sk)
+		if err != nil {
+			return fmt.Errorf("seen record of %s: %w", q.rec.URL, err)
+		}
+		var rec *seenRecord
+		if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
+			return err
+		}
+		if rec.State == stateQueued {
+			if err := txn.Delete(rec.QKey); err != nil {
+				return err
+			}
+			removed = true
+		}
+		rec.State = stateDone
+		rec.QKey = nil
+		if update != nil {
+			update(rec)
+		}
+		if extra != nil {
+			if err := extra(txn, rec); err != nil {
+				return err
+			}
+		}
+		return txn.Set(sk, rec.encode())
+	})
+	if err != nil {
+		return fmt.Errorf("frontier finish %s: %w", q.rec.URL, err)
+	}
+	if removed {
+		f.mu.Lock()
+		f.hosts[q.host].queued--
+		f.queued--
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// retry keeps the entry queued after a transient failure, counting the
+// attempt (the URL is re-queued in place, never duplicated).
+func (f *frontier) retry(q *queued, outcome string) error {
+	defer f.lockHosts(q.host)()
+	err := f.db.Update(func(txn *badger.Txn) error {
+		sk := seenKey(q.host, q.hash)
+		item, err := txn.Get(sk)
+		if err != nil {
+			return err
+		}
+		var rec *seenRecord
+		if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
+			return err
+		}
+		rec.Attempts++
+		rec.Outcome = outcome
+		return txn.Set(sk, rec.encode())
+	})
+	if err != nil {
+		return fmt.Errorf("frontier retry %s: %w", q.rec.URL, err)
+	}
+	return nil
+}
+
+// saveHost persists h's record (after release changed it).
+func (f *frontier) saveHost(h *hostState) error {
+	f.mu.Lock()
+	rec := h.rec
+	dropped := h.dropped
+	f.mu.Unlock()
+	if dropped {
+		return nil
+	}
+	if err := f.db.Update(func(txn *badger.Txn) error { return txn.Set(hostKey(h.key), rec.encode()) }); err != nil {
+		return fmt.Errorf("save host %s: %w", h.key, err)
+	}
+	return nil
+}
+
+// counts returns totals for Stats and Idle.
+type frontierCounts struct {
+	Queued, Hosts, Active, InFlight, Parked, Skipped, Exhausted int64
+	// SoonDue: hosts with queued work whose timer expires before the horizon
+	// (parked hosts never count: they are presumed dead until they answer).
+	SoonDue int64
+}
+
+func (f *frontier) counts(now time.Time, horizon time.Duration) frontierCounts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := frontierCounts{Queued: f.queued, Hosts: int64(len(f.hosts)), InFlight: int64(f.flying)}
+	limit := now.Add(horizon).UnixNano()
+	for _, h := range f.hosts {
+		if h.queued > 0 {
+			c.Active++
+		}
+		if h.parked(now) {
+			c.Parked++
+		}
+		if h.skip {
+			c.Skipped++
+		}
+		if f.exhausted(h) && h.queued > 0 {
+			c.Exhausted++
+		}
+		if f.schedulable(h) && !h.parked(now) && h.readyAt().UnixNano() <= limit {
+			c.SoonDue++
+		}
+	}
+	return c
+}

@@ -1,0 +1,341 @@
+package crawl
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// fakeClock is a manual clock: After fires when Advance passes its deadline.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) After(d time.Duration) <-chan time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- f.now
+		return ch
+	}
+	f.waiters = append(f.waiters, fakeWaiter{at: f.now.Add(d), ch: ch})
+	return ch
+}
+
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	rest := f.waiters[:0]
+	for _, w := range f.waiters {
+		if !w.at.After(f.now) {
+			w.ch <- f.now
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	f.waiters = rest
+}
+
+func engOpenDB(t testing.TB, dir string) *badger.DB {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatalf("open badger: %v", err)
+	}
+	return db
+}
+
+func engFrontier(t testing.TB, db *badger.DB, cfg PolitenessConfig, clock Clock) *frontier {
+	t.Helper()
+	f, err := newFrontier(db, cfg, 0, clock, 10_000)
+	if err != nil {
+		t.Fatalf("newFrontier: %v", err)
+	}
+	t.Cleanup(func() { _ = f.close() })
+	return f
+}
+
+func fastPoliteness() PolitenessConfig { return FastConfig().Politeness }
+
+// takeAll drains one host's queue in crawl order.
+func takeAll(t *testing.T, f *frontier, host string) []string {
+	t.Helper()
+	var got []string
+	for {
+		q, err := f.head(t.Context(), host)
+		if err != nil {
+			t.Fatalf("head: %v", err)
+		}
+		if q == nil {
+			return got
+		}
+		got = append(got, q.rec.URL)
+		if err := f.finish(q, nil, nil); err != nil {
+			t.Fatalf("finish: %v", err)
+		}
+	}
+}
+
+func TestFrontierOrderWithinHost(t *testing.T) {
+	tests := []struct {
+		name  string
+		items []addItem
+		want  []string
+	}{
+		{
+			name: "more cash first",
+			items: []addItem{
+				{url: "http://a/1", cash: 0.1}, {url: "http://a/2", cash: 0.5}, {url: "http://a/3", cash: 0.3},
+			},
+			want: []string{"http://a/2", "http://a/3", "http://a/1"},
+		},
+		{
+			name: "equal cash: shallower first",
+			items: []addItem{
+				{url: "http://a/deep", cash: 0.2, depth: 3}, {url: "http://a/top", cash: 0.2, depth: 0}, {url: "http://a/mid", cash: 0.2, depth: 1},
+			},
+			want: []string{"http://a/top", "http://a/mid", "http://a/deep"},
+		},
+		{
+			name: "equal cash and depth: FIFO",
+			items: []addItem{
+				{url: "http://a/x", cash: 0, depth: 1}, {url: "http://a/y", cash: 0, depth: 1}, {url: "http://a/z", cash: 0, depth: 1},
+			},
+			want: []string{"http://a/x", "http://a/y", "http://a/z"},
+		},
+		{
+			name: "cash arriving later moves a URL up, no duplicate",
+			items: []addItem{
+				{url: "http://a/1", cash: 0.3}, {url: "http://a/2", cash: 0.2}, {url: "http://a/2", cash: 0.2},
+			},
+			want: []string{"http://a/2", "http://a/1"},
+		},
+		{
+			name:  "bad cash from a peer is zero",
+			items: []addItem{{url: "http://a/nan", cash: -5}, {url: "http://a/ok", cash: 0.01}},
+			want:  []string{"http://a/ok", "http://a/nan"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := engFrontier(t, engOpenDB(t, t.TempDir()), fastPoliteness(), newFakeClock())
+			for _, it := range tc.items {
+				it.host = "a"
+				if _, err := f.add([]addItem{it}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := takeAll(t, f, "a"); !equalStrings(got, tc.want) {
+				t.Fatalf("order = %v, want %v", got, tc.want)
+			}
+			if f.queued != 0 || f.hosts["a"].queued != 0 {
+				t.Fatalf("counts after drain: total %d host %d", f.queued, f.hosts["a"].queued)
+			}
+		})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFrontierOrderAcrossHosts(t *testing.T) {
+	clock := newFakeClock()
+	f := engFrontier(t, engOpenDB(t, t.TempDir()), fastPoliteness(), clock)
+	items := []addItem{
+		{url: "http://low/", host: "low", cash: 0.1},
+		{url: "http://high/", host: "high", cash: 0.9},
+		{url: "http://deep/", host: "deep", cash: 0.5, depth: 4},
+		{url: "http://shallow/", host: "shallow", cash: 0.5, depth: 1},
+	}
+	if _, err := f.add(items, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		h, _ := f.next(clock.Now())
+		if h == nil {
+			break
+		}
+		got = append(got, h.key)
+	}
+	want := []string{"high", "shallow", "deep", "low"}
+	if !equalStrings(got, want) {
+		t.Fatalf("host order = %v, want %v", got, want)
+	}
+	// Every host is in flight now: none may be handed out twice.
+	if h, _ := f.next(clock.Now().Add(time.Hour)); h != nil {
+		t.Fatalf("host %s handed out while in flight", h.key)
+	}
+}
+
+func TestFrontierSeenSet(t *testing.T) {
+	f := engFrontier(t, engOpenDB(t, t.TempDir()), fastPoliteness(), newFakeClock())
+	res, err := f.add([]addItem{{url: "http://a/1", host: "a"}, {url: "http://a/1", host: "a"}, {url: "http://a/2", host: "a"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.New != 2 || res.Known != 1 {
+		t.Fatalf("add = %+v, want 2 new 1 known", res)
+	}
+	takeAll(t, f, "a")
+	res, err = f.add([]addItem{{url: "http://a/1", host: "a", cash: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.New != 0 || f.queued != 0 {
+		t.Fatalf("fetched URL re-queued: %+v, queued %d", res, f.queued)
+	}
+}
+
+func TestFrontierPersistence(t *testing.T) {
+	dir := t.TempDir()
+	db := engOpenDB(t, dir)
+	f, err := newFrontier(db, fastPoliteness(), 0, newFakeClock(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []addItem
+	for i, host := range []string{"a", "b", "c"} {
+		for j := range 5 {
+			items = append(items, addItem{url: "http://" + host + "/" + string(rune('0'+j)), host: host, cash: float64(j) / 10, depth: i})
+		}
+	}
+	if _, err := f.add(items, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, err := f.head(t.Context(), "a")
+	if err != nil || q == nil {
+		t.Fatalf("head: %v %v", q, err)
+	}
+	if err := f.finish(q, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.hosts["b"].rec.Fetched = 7
+	if err := f.saveHost(f.hosts["b"]); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = engOpenDB(t, dir)
+	defer db.Close()
+	for round, bloom := range []int{0, 1000} { // the seen set answers the same with and without the filter
+		g, err := newFrontier(db, fastPoliteness(), 0, newFakeClock(), bloom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.queued != int64(14+round) || g.hosts["a"].queued != int64(4+round) || g.hosts["b"].queued != 5 {
+			t.Fatalf("bloom %d: counts after reopen: total %d a %d b %d", bloom, g.queued, g.hosts["a"].queued, g.hosts["b"].queued)
+		}
+		if g.hosts["a"].headCash != 0.3 {
+			t.Fatalf("head of a after reopen = %v, want 0.3", g.hosts["a"].headCash)
+		}
+		if g.hosts["b"].rec.Fetched != 7 {
+			t.Fatalf("host record lost: %+v", g.hosts["b"].rec)
+		}
+		newURL := "http://a/new" + string(rune('0'+round))
+		res, err := g.add([]addItem{{url: "http://a/4", host: "a"}, {url: "http://a/1", host: "a"}, {url: newURL, host: "a"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.New != 1 || res.Known != 2 {
+			t.Fatalf("bloom %d: seen set after reopen: %+v", bloom, res)
+		}
+		q, _ := g.head(t.Context(), "a")
+		if q == nil || q.rec.URL != "http://a/3" {
+			t.Fatalf("head after reopen = %+v", q)
+		}
+		_ = g.close()
+	}
+}
+
+// TestFrontierCountsUnderConcurrency: links arriving for a host while its
+// slot finishes must neither be lost from the schedule nor miscounted (a
+// release that read the queue before a concurrent add committed used to
+// forget the new entries).
+func TestFrontierCountsUnderConcurrency(t *testing.T) {
+	clock := newFakeClock()
+	db := engOpenDB(t, t.TempDir())
+	defer db.Close()
+	f := engFrontier(t, db, fastPoliteness(), clock)
+	if _, err := f.add([]addItem{{url: "http://a/0", host: "a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 200; i++ {
+		h, _ := f.next(clock.Now())
+		if h == nil {
+			t.Fatalf("round %d: host a not scheduled although %d queued", i, f.hosts["a"].queued)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := f.add([]addItem{{url: fmt.Sprintf("http://a/%d", i), host: "a"}}, nil); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			q, err := f.head(t.Context(), "a")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if q != nil {
+				if err := f.finish(q, nil, nil); err != nil {
+					t.Error(err)
+				}
+			}
+			f.release(h, clock.Now(), outcomeOK, 0, 0, 0)
+		})
+		wg.Wait()
+		var keys int64
+		_ = db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix("a")})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				keys++
+			}
+			return nil
+		})
+		f.mu.Lock()
+		queued, total := f.hosts["a"].queued, f.queued
+		f.mu.Unlock()
+		if keys != queued || keys != total {
+			t.Fatalf("round %d: %d queue keys, host count %d, total %d", i, keys, queued, total)
+		}
+		if keys == 0 { // keep the host busy for the next round
+			if _, err := f.add([]addItem{{url: fmt.Sprintf("http://a/r%d", i), host: "a"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

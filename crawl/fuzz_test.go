@@ -1,0 +1,93 @@
+package crawl
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzParseHTML checks that no input makes the parser panic, produce invalid
+// UTF-8, exceed its caps, or emit links that are not normalised absolute
+// http(s) URLs.
+func FuzzParseHTML(f *testing.F) {
+	f.Add([]byte(`<html><head><title>t</title><base href="/b/"></head><body><a href="x">y</a></body></html>`), "text/html")
+	f.Add([]byte("<meta charset=gbk><title>\xcb\xd1\xcb\xf7</title>"), "")
+	f.Add([]byte("\xef\xbb\xbf<p>bom</p>"), "text/html; charset=big5")
+	f.Add([]byte("\xff\xfe<\x00p\x00>\x00"), "text/html")
+	f.Add([]byte(`<a href="javascript:x"><img alt="a"></a><area href=//h/p><meta http-equiv=refresh content="0;url=/r">`), "text/html; charset=shift_jis")
+	f.Add([]byte("<script><!--</script><style>x</style><noscript>n</noscript><template>t"), "text/html; charset=\"utf-8\";;")
+	base, _ := url.Parse("http://example.com/dir/page.html")
+	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		h := http.Header{}
+		h.Set("X-Robots-Tag", contentType)
+		p, err := ParseHTML(body, contentType, h, base)
+		if err != nil {
+			t.Fatalf("ParseHTML error: %v", err)
+		}
+		if !utf8.ValidString(p.Text) || !utf8.ValidString(p.Title) {
+			t.Fatalf("invalid UTF-8 in output")
+		}
+		if len(p.Text) > maxTextBytes || len(p.Title) > maxTitleBytes || len(p.Links) > MaxLinksPerPage {
+			t.Fatalf("caps exceeded")
+		}
+		for _, l := range p.Links {
+			if !strings.HasPrefix(l.URL, "http://") && !strings.HasPrefix(l.URL, "https://") {
+				t.Fatalf("bad link %q", l.URL)
+			}
+			if len(l.Anchor) > maxAnchorBytes*2 || !utf8.ValidString(l.Anchor) {
+				t.Fatalf("bad anchor %q", l.Anchor)
+			}
+		}
+		if _, err := ParseText(body, contentType, base); err != nil {
+			t.Fatalf("ParseText error: %v", err)
+		}
+	})
+}
+
+// FuzzNormalizeURL checks that normalisation never panics, only produces
+// http(s) URLs within the length cap, and is idempotent.
+func FuzzNormalizeURL(f *testing.F) {
+	for _, s := range []string{
+		"http://Example.COM:80/a/./b/../c?b=2&a=1#f", "../x", "//h/p", "?q", "#f", "HTTPS://[::1]:443/%7e",
+		"http://xn--bcher-kva.example/", "http://Bücher.example/ä?ö=ü", "mailto:a@b", "http://a/%zz%", "\\\\h\\p",
+		"http://a/;jsessionid=1?PHPSESSID=2&x", "http://a:0/", "http://a./", "http://1.2.3.4/", "http://[fe80::1%25e]/",
+		"rel/page.html", "/abs/p(1)!.html?id=7", "x?a=b=c", "a/b?c", "/p?sid=1", "/a/./b", "..", "/x?q=1&r=2",
+	} {
+		f.Add(s)
+	}
+	base, _ := url.Parse("http://example.com/dir/page.html?x=1")
+	lr := newLinkResolver(base)
+	f.Fuzz(func(t *testing.T, raw string) {
+		if fast, ok := lr.fast(raw); ok {
+			slow, err := NormalizeURL(raw, base)
+			if err != nil || slow.String() != fast {
+				t.Fatalf("fast path %q != NormalizeURL %v, %v (input %q)", fast, slow, err, raw)
+			}
+		}
+		for _, b := range []*url.URL{nil, base} {
+			u, err := NormalizeURL(raw, b)
+			if err != nil {
+				continue
+			}
+			s := u.String()
+			if u.Scheme != "http" && u.Scheme != "https" {
+				t.Fatalf("scheme %q from %q", u.Scheme, raw)
+			}
+			if len(s) > maxNormalizedURLLength+16 {
+				t.Fatalf("too long: %d", len(s))
+			}
+			again, err := NormalizeURL(s, nil)
+			if err != nil {
+				t.Fatalf("normalised %q (from %q) does not re-normalise: %v", s, raw, err)
+			}
+			if again.String() != s {
+				t.Fatalf("not idempotent: %q -> %q -> %q", raw, s, again.String())
+			}
+			if HostKey(u) == "" {
+				t.Fatalf("empty host key for %q", s)
+			}
+		}
+	})
+}

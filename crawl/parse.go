@@ -1,0 +1,863 @@
+package crawl
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/html"
+)
+
+// HTML parsing is a single pass of the x/net/html tokenizer (no tree), which
+// is several times cheaper than html.Parse and tolerates any input.
+// Decisions:
+//   - visible text skips script, style, noscript, template, iframe, textarea,
+//     select, svg and math content and the <head> (the title is a field of
+//     its own); every non-inline element boundary separates words, inline
+//     ones (a, b, span, em, ...) do not, so 搜<b>索</b> stays one word;
+//     whitespace runs (including &nbsp; and U+3000) collapse to one space;
+//   - links: <a href>, <area href>, <frame src>, <iframe src>; anchor text is
+//     the link's text plus the alt text of images inside it; links resolve
+//     against the first <base href> wherever it appears (it applies to the
+//     whole document), are normalised, de-duplicated (anchor texts merged,
+//     NoFollow only when every occurrence is nofollow) and capped;
+//   - robots: <meta name="robots"|"sou"> and X-Robots-Tag (plain, or
+//     prefixed "sou:"; other agents' prefixed directives ignored): "noindex",
+//     "nofollow", "none". Page-level nofollow marks every link NoFollow;
+//   - rel="nofollow" on a link marks that link; rel="canonical" sets
+//     Canonical; <meta http-equiv="refresh"> sets RefreshURL;
+//   - Lang comes from <html lang>, then Content-Language, then a script
+//     guess ("zh", "ja", "ko") when the text is mostly CJK.
+
+// Caps on what one page can contribute.
+const (
+	MaxLinksPerPage = 5000
+	maxTextBytes    = 1 << 20
+	maxTitleBytes   = 1024
+	maxHeadings     = 64
+	maxHeadingBytes = 512
+	maxAnchorBytes  = 512
+)
+
+// Link is an outgoing link of a page.
+type Link struct {
+	URL      string // absolute, normalised
+	Anchor   string
+	NoFollow bool
+}
+
+// Parsed is what the parser extracts from a page.
+type Parsed struct {
+	Title    string
+	Headings []string
+	Text     string
+	Lang     string
+	Charset  string // the charset decoded from ("utf-8", "gbk", "big5", ...)
+	Links    []Link
+	// Canonical is the normalised absolute canonical URL, "" if none.
+	Canonical string
+	NoIndex   bool
+	NoFollow  bool
+	// RefreshURL is the <meta http-equiv=refresh> target, normalised.
+	RefreshURL string
+}
+
+// ParseHTML decodes body to UTF-8 and extracts title, headings, visible
+// text, links and robots directives. It never panics; an error (wrapping
+// ErrParse) means nothing could be extracted.
+func ParseHTML(body []byte, contentType string, header http.Header, pageURL *url.URL) (p *Parsed, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("parse html: panic: %v: %w", r, ErrParse)
+		}
+	}()
+	if header != nil && charsetParam(contentType) == "" {
+		// Callers may pass FetchResponse.ContentType (the bare media
+		// type); the charset parameter is then only in the header.
+		if full := header.Get("Content-Type"); charsetParam(full) != "" {
+			contentType = full
+		}
+	}
+	decoded, cs := decodeCharset(body, contentType, true)
+	hp := newHTMLParser(len(decoded))
+	hp.run(decoded)
+	out := &Parsed{
+		Title:    hp.title,
+		Headings: hp.headings,
+		Text:     hp.text.String(),
+		Lang:     hp.lang,
+		Charset:  cs,
+		NoIndex:  hp.noIndex,
+		NoFollow: hp.noFollow,
+	}
+	if header != nil {
+		for _, v := range header.Values("X-Robots-Tag") {
+			ni, nf := parseRobotsDirectives(v, true)
+			out.NoIndex = out.NoIndex || ni
+			out.NoFollow = out.NoFollow || nf
+		}
+		if out.Lang == "" {
+			out.Lang = firstLangTag(header.Get("Content-Language"))
+		}
+	}
+	if out.Lang == "" {
+		out.Lang = guessLang(out.Text)
+	}
+	base := pageURL
+	if hp.baseHref != "" && pageURL != nil {
+		if b, err := NormalizeURL(hp.baseHref, pageURL); err == nil {
+			base = b
+		}
+	}
+	if hp.canonical != "" {
+		if u, err := NormalizeURL(hp.canonical, base); err == nil {
+			out.Canonical = u.String()
+		}
+	}
+	if hp.refresh != "" {
+		if u, err := NormalizeURL(hp.refresh, base); err == nil {
+			out.RefreshURL = u.String()
+		}
+	}
+	out.Links = resolveLinks(hp.links, base, out.NoFollow)
+	return out, nil
+}
+
+// ParseText handles text/plain: charset detection too; the title is the
+// first non-empty line (capped), the text is whitespace-collapsed.
+func ParseText(body []byte, contentType string, pageURL *url.URL) (p *Parsed, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("parse text: panic: %v: %w", r, ErrParse)
+		}
+	}()
+	decoded, cs := decodeCharset(body, contentType, false)
+	if len(decoded) > maxTextBytes {
+		decoded = decoded[:maxTextBytes]
+	}
+	decoded = sanitizeUTF8(decoded)
+	out := &Parsed{Charset: cs}
+	for rest := decoded; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if t := collapseSpace(line, maxTitleBytes); t != "" {
+			out.Title = t
+			break
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(len(decoded))
+	appendCollapsed(&sb, decoded, new(bool), maxTextBytes)
+	out.Text = sb.String()
+	out.Lang = guessLang(out.Text)
+	return out, nil
+}
+
+type rawLink struct {
+	href     string
+	anchor   string
+	noFollow bool
+}
+
+type htmlParser struct {
+	text         strings.Builder
+	pendingSpace bool
+
+	title      string
+	titleDone  bool
+	headings   []string
+	headingLvl int
+	headingBuf []byte
+	headingSp  bool
+
+	links     []rawLink
+	anchorIdx int // index in links of the open <a>
+	inAnchor  bool
+	anchorBuf []byte
+	anchorSp  bool
+
+	skipDepth int // inside elements whose text is not visible
+	inHead    bool
+	sawBody   bool
+
+	baseHref, canonical, refresh, lang string
+	noIndex, noFollow                  bool
+}
+
+func newHTMLParser(n int) *htmlParser {
+	hp := &htmlParser{}
+	hp.text.Grow(min(n*3/4+64, maxTextBytes))
+	return hp
+}
+
+// skipTags hold content that is not visible text.
+func isSkipTag(name string) bool {
+	switch name {
+	case "script", "style", "noscript", "template", "iframe", "textarea", "select", "svg", "math",
+		"noembed", "noframes", "xmp", "object", "canvas", "audio", "video":
+		return true
+	}
+	return false
+}
+
+// isInline reports elements whose boundaries do not separate words.
+func isInline(name string) bool {
+	switch name {
+	case "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd",
+		"mark", "q", "rp", "rt", "ruby", "s", "samp", "small", "span", "strong", "sub", "sup",
+		"time", "u", "var", "wbr", "del", "ins", "label", "nobr", "tt", "big", "strike", "blink":
+		return true
+	}
+	return false
+}
+
+func (hp *htmlParser) run(doc []byte) {
+	z := html.NewTokenizer(bytes.NewReader(doc))
+	z.SetMaxBuf(0)
+	inTitle := false
+	var titleBuf []byte
+	for {
+		tt := z.Next()
+		switch tt {
+		case html.ErrorToken:
+			if inTitle && !hp.titleDone {
+				hp.setTitle(titleBuf)
+			}
+			hp.closeAnchor()
+			return
+		case html.TextToken:
+			t := z.Text()
+			if inTitle {
+				if len(titleBuf) < maxTitleBytes*2 {
+					titleBuf = append(titleBuf, t...)
+				}
+				continue
+			}
+			if hp.skipDepth > 0 || hp.inHead {
+				continue
+			}
+			hp.addText(t)
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name := rawTagName(z.Raw())
+			selfClosing := tt == html.SelfClosingTagToken
+			if hp.inHead {
+				switch name {
+				case "html", "head", "title", "base", "meta", "link", "script", "style", "noscript", "template":
+				default:
+					// An element that cannot live in <head> implies <body>,
+					// as the HTML parsing algorithm does for a missing </head>.
+					hp.inHead = false
+				}
+			}
+			switch name {
+			case "html":
+				if hp.lang == "" {
+					hp.lang = firstLangTag(attrValue(z, "lang"))
+				}
+				continue
+			case "head":
+				hp.inHead = !hp.sawBody
+				continue
+			case "body":
+				hp.inHead = false
+				hp.sawBody = true
+				continue
+			case "title":
+				if !hp.titleDone && hp.skipDepth == 0 && !selfClosing {
+					inTitle = true
+					titleBuf = titleBuf[:0]
+				}
+				continue
+			case "base":
+				if hp.baseHref == "" {
+					hp.baseHref = attrValue(z, "href")
+				}
+				continue
+			case "meta":
+				hp.meta(z)
+				continue
+			case "link":
+				hp.linkTag(z)
+				continue
+			case "a", "area":
+				hp.closeAnchor()
+				hp.anchorTag(z, name == "a" && !selfClosing)
+				continue
+			case "frame", "iframe":
+				if len(hp.links) < MaxLinksPerPage*2 {
+					if src := attrValue(z, "src"); src != "" {
+						hp.links = append(hp.links, rawLink{href: src})
+					}
+				}
+			case "img":
+				if hp.inAnchor {
+					if alt := attrValue(z, "alt"); alt != "" {
+						hp.addAnchor([]byte(alt))
+						hp.anchorSp = true
+					}
+				}
+				continue
+			case "h1", "h2", "h3", "h4", "h5", "h6":
+				if !selfClosing {
+					if hp.headingLvl == 0 {
+						hp.headingBuf = hp.headingBuf[:0]
+						hp.headingSp = false
+					}
+					hp.headingLvl++
+				}
+			case "br", "hr":
+				hp.pendingSpace = true
+				hp.anchorSp = true
+				continue
+			}
+			if isSkipTag(name) {
+				if !selfClosing {
+					hp.skipDepth++
+				}
+				continue
+			}
+			if !isInline(name) {
+				hp.pendingSpace = true
+				hp.anchorSp = true
+				hp.headingSp = true
+			}
+		case html.EndTagToken:
+			name := rawTagName(z.Raw())
+			switch name {
+			case "title":
+				if inTitle {
+					inTitle = false
+					hp.setTitle(titleBuf)
+				}
+				continue
+			case "head":
+				hp.inHead = false
+				continue
+			case "a":
+				hp.closeAnchor()
+				continue
+			case "h1", "h2", "h3", "h4", "h5", "h6":
+				if hp.headingLvl > 0 {
+					hp.headingLvl--
+					if hp.headingLvl == 0 {
+						hp.emitHeading()
+					}
+				}
+			}
+			if isSkipTag(name) {
+				if hp.skipDepth > 0 {
+					hp.skipDepth--
+				}
+				continue
+			}
+			if !isInline(name) {
+				hp.pendingSpace = true
+				hp.anchorSp = true
+				hp.headingSp = true
+			}
+		}
+	}
+}
+
+// knownTags interns the element names the parser distinguishes; every
+// other name maps to "" (a block element). Looking names up here instead of
+// calling Tokenizer.TagName avoids one allocation per tag.
+var knownTags = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range strings.Fields(`html head body title base meta link a area frame iframe img
+		h1 h2 h3 h4 h5 h6 br hr script style noscript template textarea select svg math noembed noframes
+		xmp object canvas audio video abbr b bdi bdo cite code data dfn em font i kbd mark q rp rt ruby s
+		samp small span strong sub sup time u var wbr del ins label nobr tt big strike blink`) {
+		m[n] = n
+	}
+	return m
+}()
+
+// rawTagName extracts the lowercased element name from a tag's raw bytes
+// ("<A href=..>", "</p >") and interns it; unknown names give "".
+func rawTagName(raw []byte) string {
+	i := 1
+	if i < len(raw) && raw[i] == '/' {
+		i++
+	}
+	var buf [16]byte
+	n := 0
+	for ; i < len(raw); i++ {
+		c := raw[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '/' || c == '>' {
+			break
+		}
+		if n == len(buf) {
+			return ""
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[n] = c
+		n++
+	}
+	return knownTags[string(buf[:n])]
+}
+
+func (hp *htmlParser) setTitle(b []byte) {
+	hp.titleDone = true
+	hp.title = collapseSpace(b, maxTitleBytes)
+}
+
+func (hp *htmlParser) addText(t []byte) {
+	if hp.text.Len() < maxTextBytes {
+		appendCollapsed(&hp.text, t, &hp.pendingSpace, maxTextBytes)
+	}
+	if hp.inAnchor {
+		hp.addAnchor(t)
+	}
+	if hp.headingLvl > 0 && len(hp.headingBuf) < maxHeadingBytes {
+		hp.headingBuf = appendCollapsedBytes(hp.headingBuf, t, &hp.headingSp, maxHeadingBytes)
+	}
+}
+
+func (hp *htmlParser) addAnchor(t []byte) {
+	if len(hp.anchorBuf) < maxAnchorBytes {
+		hp.anchorBuf = appendCollapsedBytes(hp.anchorBuf, t, &hp.anchorSp, maxAnchorBytes)
+	}
+}
+
+func (hp *htmlParser) emitHeading() {
+	if len(hp.headings) < maxHeadings && len(hp.headingBuf) > 0 {
+		hp.headings = append(hp.headings, string(hp.headingBuf))
+	}
+	hp.headingBuf = hp.headingBuf[:0]
+}
+
+func (hp *htmlParser) closeAnchor() {
+	if !hp.inAnchor {
+		return
+	}
+	hp.inAnchor = false
+	if hp.anchorIdx < len(hp.links) && len(hp.anchorBuf) > 0 {
+		hp.links[hp.anchorIdx].anchor = string(hp.anchorBuf)
+	}
+	hp.anchorBuf = hp.anchorBuf[:0]
+}
+
+func (hp *htmlParser) anchorTag(z *html.Tokenizer, opens bool) {
+	var href, rel, alt string
+	for more := true; more; {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		switch string(k) {
+		case "href":
+			if href == "" {
+				href = string(v)
+			}
+		case "rel":
+			rel = string(v)
+		case "alt":
+			alt = string(v)
+		}
+	}
+	if href == "" || len(hp.links) >= MaxLinksPerPage*2 {
+		return
+	}
+	hp.links = append(hp.links, rawLink{href: href, noFollow: hasToken(rel, "nofollow")})
+	if opens {
+		hp.anchorIdx = len(hp.links) - 1
+		hp.inAnchor = true
+		hp.anchorBuf = hp.anchorBuf[:0]
+		hp.anchorSp = false
+	} else if alt != "" {
+		hp.links[len(hp.links)-1].anchor = collapseSpace([]byte(alt), maxAnchorBytes)
+	}
+}
+
+func (hp *htmlParser) linkTag(z *html.Tokenizer) {
+	var href, rel string
+	for more := true; more; {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		switch string(k) {
+		case "href":
+			href = string(v)
+		case "rel":
+			rel = string(v)
+		}
+	}
+	if href != "" && hp.canonical == "" && hasToken(rel, "canonical") {
+		hp.canonical = href
+	}
+}
+
+func (hp *htmlParser) meta(z *html.Tokenizer) {
+	var name, httpEquiv, content string
+	for more := true; more; {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		switch string(k) {
+		case "name":
+			name = strings.ToLower(strings.TrimSpace(string(v)))
+		case "http-equiv":
+			httpEquiv = strings.ToLower(strings.TrimSpace(string(v)))
+		case "content":
+			content = string(v)
+		}
+	}
+	switch {
+	case name == "robots" || name == "sou":
+		ni, nf := parseRobotsDirectives(content, false)
+		hp.noIndex = hp.noIndex || ni
+		hp.noFollow = hp.noFollow || nf
+	case httpEquiv == "refresh":
+		if hp.refresh == "" {
+			hp.refresh = refreshTarget(content)
+		}
+	case httpEquiv == "content-language" && hp.lang == "":
+		hp.lang = firstLangTag(content)
+	}
+}
+
+// attrValue returns the value of one attribute of the current tag. It
+// consumes the tag's attributes.
+func attrValue(z *html.Tokenizer, key string) string {
+	for more := true; more; {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		if string(k) == key {
+			return strings.TrimSpace(string(v))
+		}
+	}
+	return ""
+}
+
+// hasToken reports whether the space-separated list contains tok
+// (case-insensitive).
+func hasToken(list, tok string) bool {
+	for _, f := range strings.Fields(list) {
+		if strings.EqualFold(f, tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRobotsDirectives reads "noindex, nofollow" style directives. In the
+// X-Robots-Tag header a directive list may be prefixed by a user agent
+// ("sou: noindex"); prefixes naming other agents are ignored.
+func parseRobotsDirectives(v string, header bool) (noIndex, noFollow bool) {
+	v = strings.ToLower(v)
+	if header {
+		if i := strings.IndexByte(v, ':'); i > 0 {
+			agent := strings.TrimSpace(v[:i])
+			if !strings.ContainsAny(agent, ", ") && !isRobotsDirectiveWithValue(agent) {
+				if agent != "sou" && agent != "*" {
+					return false, false
+				}
+				v = v[i+1:]
+			}
+		}
+	}
+	for _, d := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == ';' }) {
+		switch d {
+		case "noindex":
+			noIndex = true
+		case "nofollow":
+			noFollow = true
+		case "none":
+			noIndex, noFollow = true, true
+		}
+	}
+	return noIndex, noFollow
+}
+
+func isRobotsDirectiveWithValue(s string) bool {
+	switch s {
+	case "unavailable_after", "max-snippet", "max-image-preview", "max-video-preview":
+		return true
+	}
+	return false
+}
+
+// refreshTarget extracts the URL of a meta refresh content such as
+// "5; url='/next'".
+func refreshTarget(content string) string {
+	i := strings.IndexAny(content, ";,")
+	if i < 0 {
+		return ""
+	}
+	rest := strings.TrimSpace(content[i+1:])
+	if len(rest) >= 3 && strings.EqualFold(rest[:3], "url") {
+		r := strings.TrimSpace(rest[3:])
+		if strings.HasPrefix(r, "=") {
+			rest = strings.TrimSpace(r[1:])
+		}
+	}
+	if len(rest) > 0 && (rest[0] == '\'' || rest[0] == '"') {
+		q := rest[0]
+		rest = rest[1:]
+		if j := strings.IndexByte(rest, q); j >= 0 {
+			rest = rest[:j]
+		}
+	}
+	return strings.TrimSpace(rest)
+}
+
+func firstLangTag(v string) string {
+	v = strings.TrimSpace(v)
+	if i := strings.IndexAny(v, ", ;"); i >= 0 {
+		v = v[:i]
+	}
+	if len(v) > 35 {
+		return ""
+	}
+	return strings.ToLower(v)
+}
+
+// guessLang names the script-implied language of mostly-CJK text; "" else.
+func guessLang(text string) string {
+	var han, kana, hangul, letters int
+	for i, r := range text {
+		if i > 4096 {
+			break
+		}
+		switch {
+		case r < 0x2E80:
+			if r < utf8.RuneSelf {
+				if r|0x20 >= 'a' && r|0x20 <= 'z' {
+					letters++
+				}
+			} else if unicode.IsLetter(r) {
+				letters++
+			}
+		case unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r):
+			kana++
+		case unicode.Is(unicode.Hangul, r):
+			hangul++
+		case unicode.Is(unicode.Han, r):
+			han++
+		}
+	}
+	cjk := han + kana + hangul
+	// CJK characters carry about as much as a word of 4-5 Latin letters.
+	if cjk == 0 || cjk*4 < letters {
+		return ""
+	}
+	switch {
+	case kana*10 > cjk:
+		return "ja"
+	case hangul > han:
+		return "ko"
+	}
+	return "zh"
+}
+
+// resolveLinks normalises, de-duplicates and caps the raw links.
+func resolveLinks(raw []rawLink, base *url.URL, pageNoFollow bool) []Link {
+	if len(raw) == 0 || base == nil {
+		return nil
+	}
+	out := make([]Link, 0, min(len(raw), MaxLinksPerPage))
+	index := make(map[string]int, min(len(raw), MaxLinksPerPage))
+	lr := newLinkResolver(base)
+	for _, r := range raw {
+		s, ok := lr.resolve(r.href)
+		if !ok {
+			continue
+		}
+		if i, dup := index[s]; dup {
+			l := &out[i]
+			l.NoFollow = l.NoFollow && (r.noFollow || pageNoFollow)
+			if r.anchor != "" && !strings.Contains(l.Anchor, r.anchor) && len(l.Anchor)+len(r.anchor) < maxAnchorBytes {
+				if l.Anchor == "" {
+					l.Anchor = r.anchor
+				} else {
+					l.Anchor += " " + r.anchor
+				}
+			}
+			continue
+		}
+		if len(out) >= MaxLinksPerPage {
+			continue
+		}
+		index[s] = len(out)
+		out = append(out, Link{URL: s, Anchor: r.anchor, NoFollow: r.noFollow || pageNoFollow})
+	}
+	return out
+}
+
+// collapseSpace returns b with whitespace runs collapsed, trimmed, capped at
+// max bytes (on a rune boundary).
+func collapseSpace(b []byte, max int) string {
+	var sb strings.Builder
+	sb.Grow(min(len(b), max))
+	appendCollapsed(&sb, b, new(bool), max)
+	return sb.String()
+}
+
+// isCollapsibleSpace covers ASCII whitespace, NBSP, ideographic space and
+// zero-width characters that pages use as spacing.
+func isCollapsibleSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\r', '\f', '\v', 0xa0, 0x3000, 0x200b, 0xfeff, 0x2028, 0x2029:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+// runByte reports whether b can be copied as part of a run without a
+// closer look: printable ASCII, UTF-8 continuation bytes, and lead bytes
+// that cannot begin a collapsible space (see isCollapsibleSpace) — which
+// covers all of Han (U+4000..U+9FFF) and Hangul. The text is valid UTF-8
+// (decodeCharset guarantees it), so runs always end on rune boundaries.
+func runByte(b byte) bool {
+	if b < utf8.RuneSelf {
+		return b > ' ' && b != 0x7f
+	}
+	return b != 0xC2 && b != 0xE2 && b != 0xE3 && b != 0xEF
+}
+
+// cutAtRune returns end moved back to a rune boundary, not before start.
+func cutAtRune(t []byte, start, end int) int {
+	for end > start && end < len(t) && !utf8.RuneStart(t[end]) {
+		end--
+	}
+	return end
+}
+
+// appendCollapsed writes t to sb collapsing whitespace; *pending carries a
+// separator owed from earlier text or element boundaries. Leading space is
+// never written. Invalid UTF-8 becomes U+FFFD. Writing stops at max bytes.
+func appendCollapsed(sb *strings.Builder, t []byte, pending *bool, max int) {
+	for i := 0; i < len(t); {
+		c := t[i]
+		if runByte(c) {
+			// Copy a run of bytes that cannot start whitespace at once.
+			j := i + 1
+			for j < len(t) && runByte(t[j]) {
+				j++
+			}
+			if *pending && sb.Len() > 0 {
+				if sb.Len()+1 > max {
+					return
+				}
+				sb.WriteByte(' ')
+			}
+			*pending = false
+			if sb.Len()+(j-i) > max {
+				j = cutAtRune(t, i, i+max-sb.Len())
+				if j <= i {
+					return
+				}
+			}
+			sb.Write(t[i:j])
+			i = j
+			continue
+		}
+		if c < utf8.RuneSelf {
+			i++
+			if c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v' {
+				*pending = true
+				continue
+			}
+			if c < 0x20 || c == 0x7f {
+				continue
+			}
+			if *pending && sb.Len() > 0 {
+				if sb.Len()+2 > max {
+					return
+				}
+				sb.WriteByte(' ')
+			}
+			*pending = false
+			if sb.Len()+1 > max {
+				return
+			}
+			sb.WriteByte(c)
+			continue
+		}
+		r, size := utf8.DecodeRune(t[i:])
+		i += size
+		if isCollapsibleSpace(r) {
+			*pending = true
+			continue
+		}
+		if *pending && sb.Len() > 0 {
+			if sb.Len()+1 > max {
+				return
+			}
+			sb.WriteByte(' ')
+		}
+		*pending = false
+		invalid := r == utf8.RuneError && size == 1
+		need := size
+		if invalid {
+			need = 3
+		}
+		if sb.Len()+need > max {
+			return
+		}
+		if invalid {
+			sb.WriteString("\uFFFD")
+			continue
+		}
+		sb.Write(t[i-size : i])
+	}
+}
+
+// appendCollapsedBytes is appendCollapsed into a byte slice.
+func appendCollapsedBytes(dst []byte, t []byte, pending *bool, max int) []byte {
+	for i := 0; i < len(t); {
+		if runByte(t[i]) {
+			j := i + 1
+			for j < len(t) && runByte(t[j]) {
+				j++
+			}
+			if *pending && len(dst) > 0 {
+				if len(dst)+1 > max {
+					return dst
+				}
+				dst = append(dst, ' ')
+			}
+			*pending = false
+			if len(dst)+(j-i) > max {
+				j = cutAtRune(t, i, i+max-len(dst))
+				if j <= i {
+					return dst
+				}
+			}
+			dst = append(dst, t[i:j]...)
+			i = j
+			continue
+		}
+		r, size := rune(t[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(t[i:])
+		}
+		i += size
+		if isCollapsibleSpace(r) {
+			*pending = true
+			continue
+		}
+		if r < 0x20 || r == 0x7f {
+			continue
+		}
+		if *pending && len(dst) > 0 {
+			if len(dst)+1 > max {
+				return dst
+			}
+			dst = append(dst, ' ')
+		}
+		*pending = false
+		if len(dst)+utf8.RuneLen(r) > max {
+			return dst
+		}
+		dst = utf8.AppendRune(dst, r)
+	}
+	return dst
+}

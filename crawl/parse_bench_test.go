@@ -1,0 +1,137 @@
+package crawl
+
+import (
+	"context"
+	"encoding/binary"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/text/encoding/simplifiedchinese"
+)
+
+// benchPage builds a realistic page of about size bytes: a head with
+// scripts and styles, a navigation bar, paragraphs of text and links.
+func benchPage(size int, sentences []string, lang string) []byte {
+	var b strings.Builder
+	b.WriteString(`<!DOCTYPE html><html lang="` + lang + `"><head><meta charset="utf-8"><title>` + sentences[0] + `</title>
+<link rel="canonical" href="/article/2024/index.html"><meta name="description" content="desc">
+<style>body{font-family:sans-serif}.nav a{color:#333}</style>
+<script>window.dataLayer=window.dataLayer||[];function gtag(){dataLayer.push(arguments)}</script></head><body>
+<div class="nav"><ul>`)
+	for i := 0; i < 30; i++ {
+		b.WriteString(`<li><a href="/section/` + itoa(i) + `/">` + sentences[i%len(sentences)][:min(12, len(sentences[i%len(sentences)]))] + `</a></li>`)
+	}
+	b.WriteString("</ul></div><h1>" + sentences[1] + "</h1>\n")
+	for i := 0; b.Len() < size; i++ {
+		s := sentences[i%len(sentences)]
+		b.WriteString("<p>" + s + " <a href=\"/article/" + itoa(i) + ".html\">" + sentences[(i+3)%len(sentences)] + "</a> " + s + "</p>\n")
+		if i%7 == 0 {
+			b.WriteString("<h2>" + sentences[(i+1)%len(sentences)] + "</h2>\n")
+		}
+	}
+	b.WriteString(`<div class="footer">&copy; 2024 <a href="http://other.example.com/about">About</a></div></body></html>`)
+	return []byte(b.String())
+}
+
+var (
+	zhSentences = []string{
+		"搜索引擎是一种在互联网上查找信息的工具", "网络爬虫负责抓取网页并且发现新的链接", "索引程序为每个词建立倒排索引",
+		"用户输入查询词以后系统返回相关的结果", "中文分词是处理中文网页的关键步骤", "分布式系统把网站分配给不同的节点",
+		"每个节点既是爬虫也是索引分片", "礼貌的爬虫遵守网站的访问频率限制", "重复网页通过内容指纹识别出来",
+	}
+	enSentences = []string{
+		"A search engine is a tool for finding information on the web", "The crawler fetches pages and discovers new links",
+		"The indexer builds an inverted index with positions for every term", "Users type a query and the system returns ranked results",
+		"Every node is both a crawler and an index shard", "A polite crawler keeps one request in flight per host",
+		"Duplicate pages are recognised by their content fingerprints", "Hosts are owned by the closest peer in the keyspace",
+	}
+)
+
+func benchParse(b *testing.B, page []byte, contentType string) {
+	u, _ := url.Parse("http://www.example.com/article/2024/index.html")
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := ParseHTML(page, contentType, nil, u)
+		if err != nil || len(p.Links) == 0 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseHTMLChinese(b *testing.B) {
+	benchParse(b, benchPage(20<<10, zhSentences, "zh-CN"), "text/html; charset=utf-8")
+}
+
+func BenchmarkParseHTMLChineseGBK(b *testing.B) {
+	page := benchPage(20<<10, zhSentences, "zh-CN")
+	gbk, err := simplifiedchinese.GBK.NewEncoder().Bytes([]byte(strings.Replace(string(page), `charset="utf-8"`, `charset="gbk"`, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchParse(b, gbk, "text/html")
+}
+
+func BenchmarkParseHTMLEnglish(b *testing.B) {
+	benchParse(b, benchPage(20<<10, enSentences, "en"), "text/html; charset=utf-8")
+}
+
+func BenchmarkNormalizeURL(b *testing.B) {
+	base, _ := url.Parse("http://www.example.com/dir/page.html")
+	inputs := []string{"../other/page.html?b=2&a=1#frag", "http://Example.COM:80/a/./b/%7euser", "/section/12/", "https://www.example.org/search?q=%e6%90%9c&sid=1"}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := NormalizeURL(inputs[i%len(inputs)], base); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSimHashChinese(b *testing.B) {
+	p, _ := ParseHTML(benchPage(20<<10, zhSentences, "zh-CN"), "text/html", nil, nil)
+	b.SetBytes(int64(len(p.Text)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		SimHash(p.Text)
+	}
+}
+
+func BenchmarkSimHashEnglish(b *testing.B) {
+	p, _ := ParseHTML(benchPage(20<<10, enSentences, "en"), "text/html", nil, nil)
+	b.SetBytes(int64(len(p.Text)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		SimHash(p.Text)
+	}
+}
+
+func BenchmarkContentHash(b *testing.B) {
+	p, _ := ParseHTML(benchPage(20<<10, enSentences, "en"), "text/html", nil, nil)
+	b.SetBytes(int64(len(p.Text)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		ContentHash(p.Text)
+	}
+}
+
+func BenchmarkNearDupClaim(b *testing.B) {
+	db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	idx := NewNearDupIndex(db, 3)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h := mix64(uint64(i))
+		var exact [16]byte
+		binary.BigEndian.PutUint64(exact[:], h)
+		if _, err := idx.Claim(ctx, "http://h.example/p"+itoa(i), exact, mix64(h)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/text/encoding/simplifiedchinese"
+)
+
+var simVocabulary = strings.Fields(`the a of and to in is was for on that with as by at from it this be are
+crawler search engine index page link host node network query result rank score token word text document
+server client request response cache store shard peer owner frontier politeness robots delay fetch parse
+charset decode encode title heading anchor body content duplicate mirror near exact hash band distance
+river mountain forest city village market bridge harbour garden library museum school teacher student
+morning evening winter summer autumn spring rain snow wind cloud sun moon star ocean island desert`)
+
+// simDoc builds a deterministic document of n sentences of 10-16 words.
+func simDoc(seed int64, n int) []string {
+	rng := rand.New(rand.NewSource(seed))
+	sentences := make([]string, n)
+	for i := range sentences {
+		words := make([]string, 10+rng.Intn(7))
+		for j := range words {
+			words[j] = simVocabulary[rng.Intn(len(simVocabulary))]
+		}
+		sentences[i] = strings.Join(words, " ") + "."
+	}
+	return sentences
+}
+
+func TestContentHashMirrors(t *testing.T) {
+	gbk := charsetSamples[0]
+	utf8Page := []byte("<html><head><title>" + gbk.title + "</title></head><body><p>" + gbk.text + "</p></body></html>")
+	gbkPage, err := simplifiedchinese.GBK.NewEncoder().Bytes([]byte(strings.ReplaceAll(string(utf8Page), "<p>", "\n\n<p>  ")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := mustURL(t, "http://example.com/")
+	a, err := ParseHTML(utf8Page, "text/html; charset=utf-8", nil, page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseHTML(gbkPage, "text/html; charset=gbk", nil, mustURL(t, "http://mirror.example.cn/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Text != b.Text || ContentHash(a.Text) != ContentHash(b.Text) || SimHash(a.Text) != SimHash(b.Text) {
+		t.Fatalf("mirror differs:\n%q\n%q", a.Text, b.Text)
+	}
+	if ContentHash(" a  b\n\tc ") != ContentHash("a b c") {
+		t.Error("whitespace must not change the content hash")
+	}
+	if ContentHash("a b c") == ContentHash("a b d") || ContentHash("ab") == ContentHash("a b") {
+		t.Error("different texts collide")
+	}
+}
+
+func TestSimHashDistances(t *testing.T) {
+	doc := simDoc(1, 50)
+	text := strings.Join(doc, " ")
+	base := SimHash(text)
+
+	edited := append([]string(nil), doc...)
+	w := strings.Fields(edited[20])
+	w[3], w[7] = "changed", "edited"
+	edited[20] = strings.Join(w, " ")
+	if d := HammingDistance(base, SimHash(strings.Join(edited, " "))); d > 3 {
+		t.Errorf("two words changed in one sentence of 50: distance %d > 3", d)
+	}
+
+	replaced := append([]string(nil), doc...)
+	replaced[20] = simDoc(99, 1)[0]
+	dSentence := HammingDistance(base, SimHash(strings.Join(replaced, " ")))
+	t.Logf("one sentence of 50 replaced: distance %d", dSentence)
+	if dSentence > 8 {
+		t.Errorf("one sentence of 50 replaced: distance %d", dSentence)
+	}
+
+	for seed := int64(2); seed < 12; seed++ {
+		other := SimHash(strings.Join(simDoc(seed, 50), " "))
+		if d := HammingDistance(base, other); d <= 10 {
+			t.Errorf("unrelated page (seed %d) at distance %d", seed, d)
+		}
+	}
+
+	zh := strings.Repeat(charsetSamples[0].text, 3)
+	zhEdited := strings.Replace(zh, "用户输入查询词", "读者输入关键字", 1)
+	if d := HammingDistance(SimHash(zh), SimHash(zhEdited)); d > 3 {
+		t.Errorf("CJK small edit: distance %d", d)
+	}
+	if d := HammingDistance(SimHash(zh), SimHash(strings.Repeat(charsetSamples[2].text, 3))); d <= 10 {
+		t.Errorf("unrelated CJK pages: distance %d", d)
+	}
+	if SimHash("") != 0 || SimHash("  \n ") != 0 || SimHash("word") == 0 || SimHash("字") == 0 {
+		t.Error("degenerate inputs")
+	}
+	if SimHash("Hello World") != SimHash("hello   world") {
+		t.Error("case and spacing must not matter")
+	}
+	if HammingDistance(0, ^uint64(0)) != 64 || HammingDistance(5, 5) != 0 {
+		t.Error("HammingDistance")
+	}
+}
+
+func openTestBadger(t *testing.T, dir string) *badger.DB {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestNearDupIndex(t *testing.T) {
+	dir := t.TempDir()
+	db := openTestBadger(t, dir)
+	ctx := context.Background()
+	idx := NewNearDupIndex(db, 3)
+
+	textA := strings.Join(simDoc(1, 50), " ")
+	exactA, simA := ContentHash(textA), SimHash(textA)
+	textUnrelated := strings.Join(simDoc(7, 50), " ")
+	exactU, simU := ContentHash(textUnrelated), SimHash(textUnrelated)
+	nearSim := simA ^ 0b101 // distance 2
+	farSim := simA ^ 0xF0F0 // distance 8
+	var other [16]byte
+	other[0] = 1
+
+	claim := func(url string, exact [16]byte, sim uint64, want string) {
+		t.Helper()
+		got, err := idx.Claim(ctx, url, exact, sim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("Claim(%s) = %q, want %q", url, got, want)
+		}
+	}
+	claim("http://a/", exactA, simA, "")
+	claim("http://a/", exactA, simA, "")                      // idempotent
+	claim("http://mirror/", exactA, simA^0xFFFF, "http://a/") // exact hash wins whatever the simhash
+	claim("http://near/", other, nearSim, "http://a/")
+	claim("http://far/", [16]byte{2}, farSim, "")
+	claim("http://u/", exactU, simU, "")
+	claim("http://mirror/", exactA, simA^0xFFFF, "http://a/") // still a dup, nothing was recorded
+
+	// Pages without words (simhash 0) are only compared exactly.
+	claim("http://empty1/", [16]byte{0xe1}, 0, "")
+	claim("http://empty2/", [16]byte{0xe2}, 0, "")
+
+	// Release frees both the exact hash and the bands.
+	if err := idx.Release(ctx, "http://a/", exactA, simA); err != nil {
+		t.Fatal(err)
+	}
+	claim("http://mirror/", exactA, simA, "")
+	claim("http://near/", other, nearSim, "http://mirror/")
+	if err := idx.Release(ctx, "http://unknown/", other, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	// A page whose content changes replaces its old fingerprints.
+	claim("http://changing/", [16]byte{9}, 0x0123456789abcdef, "")
+	claim("http://changing/", [16]byte{10}, 0x7edcba9876543210, "")
+	claim("http://newcomer/", [16]byte{9}, 0x0123456789abcdef, "")
+
+	// Durable across a restart.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTestBadger(t, dir)
+	defer db.Close()
+	idx = NewNearDupIndex(db, 3)
+	claim("http://again/", exactU, simU, "http://u/")
+
+	// Only our prefixes are used.
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := string(it.Item().Key())
+			if !strings.HasPrefix(k, "c:x/") && !strings.HasPrefix(k, "c:n/") && !strings.HasPrefix(k, "c:nu/") {
+				return fmt.Errorf("foreign key %q", k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNearDupIndexExactOnly(t *testing.T) {
+	db := openTestBadger(t, t.TempDir())
+	defer db.Close()
+	idx := NewNearDupIndex(db, -1)
+	ctx := context.Background()
+	if d, _ := idx.Claim(ctx, "http://a/", [16]byte{1}, 42); d != "" {
+		t.Fatal(d)
+	}
+	if d, _ := idx.Claim(ctx, "http://b/", [16]byte{2}, 42); d != "" {
+		t.Fatalf("near-dup detection disabled, got %q", d)
+	}
+	if d, _ := idx.Claim(ctx, "http://c/", [16]byte{1}, 7); d != "http://a/" {
+		t.Fatalf("exact dup missed: %q", d)
+	}
+}
+
+func TestNearDupIndexConcurrent(t *testing.T) {
+	db := openTestBadger(t, t.TempDir())
+	defer db.Close()
+	idx := NewNearDupIndex(db, 3)
+	ctx := context.Background()
+	text := strings.Join(simDoc(3, 20), " ")
+	exact, sim := ContentHash(text), SimHash(text)
+
+	const n = 32
+	results := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			// Half claim the exact content, half a near-duplicate of it.
+			e, s := exact, sim
+			if i%2 == 1 {
+				e = [16]byte{byte(i)}
+				s = sim ^ (1 << (i % 64))
+			}
+			dup, err := idx.Claim(ctx, fmt.Sprintf("http://h%d/", i), e, s)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = dup
+		}(i)
+	}
+	wg.Wait()
+	winners := 0
+	for _, r := range results {
+		if r == "" {
+			winners++
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d urls claimed the same content: %q", winners, results)
+	}
+}
+
+func TestErrorClassNames(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{fmt.Errorf("x: %w", ErrBadURL), "bad_url"},
+		{fmt.Errorf("x: %w", ErrNXDomain), "dns_nxdomain"},
+		{fmt.Errorf("x: %w", ErrDNS), "dns"},
+		{fmt.Errorf("x: %w", ErrBlockedIP), "blocked_ip"},
+		{fmt.Errorf("x: %w", ErrTooLarge), "too_large"},
+		{fmt.Errorf("x: %w", ErrBadEncoding), "bad_encoding"},
+		{fmt.Errorf("x: %w", ErrParse), "parse"},
+		{fmt.Errorf("x: %w", ErrRedirectLoop), "redirect_loop"},
+		{fmt.Errorf("x: %w", ErrRobotsUnavailable), "robots_5xx"},
+		{fmt.Errorf("x: %w", context.Canceled), "canceled"},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
+		{fmt.Errorf("net/http: HTTP/1.x transport connection broken: malformed HTTP response \"junk\""), "protocol"},
+		{fmt.Errorf("something else"), "other"},
+	}
+	for _, tc := range tests {
+		if got := ErrorClass(tc.err); got != tc.want {
+			t.Errorf("ErrorClass(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package index
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// NoMoreDocs is the docID of an exhausted postings cursor.
+const NoMoreDocs = math.MaxUint32
+
+// Reader is a consistent read view of the shard for one query: a Badger
+// read transaction plus a snapshot of the in-memory per-document data.
+// Not safe for concurrent use; Close it.
+type Reader struct {
+	ix      *Index
+	txn     *badger.Txn
+	it      *badger.Iterator
+	metas   []docMeta
+	deleted []atomic.Uint64
+	st      state
+}
+
+// NewReader opens a read view.
+func (ix *Index) NewReader() *Reader {
+	txn := ix.db.NewTransaction(false)
+	ix.metaMu.RLock()
+	r := &Reader{ix: ix, txn: txn, metas: ix.metas, deleted: ix.deleted, st: ix.pub}
+	ix.metaMu.RUnlock()
+	return r
+}
+
+// Close releases the read transaction.
+func (r *Reader) Close() {
+	if r.it != nil {
+		r.it.Close()
+		r.it = nil
+	}
+	r.txn.Discard()
+}
+
+// Docs is the number of live searchable documents.
+func (r *Reader) Docs() int64 { return r.st.Docs }
+
+// FieldLenSum is the sum of each field's length over live documents.
+func (r *Reader) FieldLenSum() [NumFields]int64 { return r.st.LenSum }
+
+// Live reports whether id is a searchable (flushed), not deleted document.
+func (r *Reader) Live(id uint32) bool {
+	if id >= r.st.Flushed || int(id) >= len(r.metas) {
+		return false
+	}
+	w := int(id / 64)
+	return w >= len(r.deleted) || r.deleted[w].Load()&(1<<(id%64)) == 0
+}
+
+// FieldLens returns the per-field lengths (token counts) of doc id.
+func (r *Reader) FieldLens(id uint32) [NumFields]uint32 { return r.metas[id].lens }
+
+// StaticRank returns the static rank of doc id as given to Put.
+func (r *Reader) StaticRank(id uint32) float64 { return r.metas[id].static }
+
+// Host returns the host of doc id.
+func (r *Reader) Host(id uint32) string { return r.metas[id].host }
+
+// NumDocIDs bounds the docIDs that can appear in this view.
+func (r *Reader) NumDocIDs() uint32 { return uint32(len(r.metas)) }
+
+// Record loads doc id's page record without the raw bytes.
+func (r *Reader) Record(id uint32) (*PageRecord, error) {
+	return r.ix.getByID(r.txn, id, false)
+}
+
+type rawBlock struct {
+	last     uint32
+	hdr      BlockHeader
+	from, to int // in Postings.arena
+}
+
+// Postings is a cursor over one term's postings list. Blocks are read as
+// encoded bytes; a block's docIDs and TFs are decoded only when the cursor
+// enters it, and positions only when asked for, so block-max pruning can
+// skip blocks without decoding them.
+type Postings struct {
+	Term string
+	// DF counts documents in the list (tombstoned ones not yet purged included).
+	DF int64
+	// MaxTF and MinLen bound the term's per-field TF and length over the list.
+	MaxTF, MinLen [NumFields]uint32
+
+	arena  []byte
+	blocks []rawBlock
+	bi     int // current block
+	dec    int // decoded block index, -1 if none
+	blk    decodedBlock
+	i      int
+	doc    uint32
+	err    error
+}
+
+// Postings opens the postings of term (an empty cursor if the term is
+// unknown). Positions are read only when withPositions is set (phrases);
+// they are most of a list's bytes.
+func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
+	p := &Postings{Term: term, dec: -1, doc: NoMoreDocs}
+	if r.it == nil {
+		r.it = r.txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixPostings)})
+	}
+	kp := termPrefix(term)
+	for r.it.Seek(kp); r.it.ValidForPrefix(kp); r.it.Next() {
+		item := r.it.Item()
+		k := item.Key()
+		if len(k) != len(kp)+4 {
+			continue
+		}
+		b := rawBlock{from: len(p.arena)}
+		err := item.Value(func(v []byte) error {
+			off, err := decodeHeader(v, &b.hdr)
+			if err != nil {
+				return err
+			}
+			if !withPositions {
+				v = v[:off+b.hdr.docBytes]
+			}
+			p.arena = append(p.arena, v...)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("index: postings of %q: %w", term, err)
+		}
+		b.to = len(p.arena)
+		b.last = b.hdr.LastDoc
+		if n := len(p.blocks); n > 0 && b.last <= p.blocks[n-1].last {
+			return nil, fmt.Errorf("index: postings of %q: blocks out of order", term)
+		}
+		p.blocks = append(p.blocks, b)
+	}
+	if n := len(p.blocks); n > 0 {
+		last := &p.blocks[n-1].hdr
+		p.DF = int64(last.CumDF)
+		p.MaxTF, p.MinLen = last.CumMaxTF, last.CumMinLen
+		p.Advance(0)
+	}
+	return p, nil
+}
+
+// Doc is the current docID, NoMoreDocs when exhausted.
+func (p *Postings) Doc() uint32 { return p.doc }
+
+// Err reports a decoding error met by the cursor (it then reads as exhausted).
+func (p *Postings) Err() error { return p.err }
+
+// ShallowAdvance moves to the block that may contain the first doc >= target
+// without decoding it, returning its last docID and header (NoMoreDocs, nil
+// past the end). Call Advance before reading the doc.
+func (p *Postings) ShallowAdvance(target uint32) (uint32, *BlockHeader) {
+	for p.bi < len(p.blocks) && p.blocks[p.bi].last < target {
+		p.bi++
+	}
+	if p.bi >= len(p.blocks) {
+		return NoMoreDocs, nil
+	}
+	return p.blocks[p.bi].last, &p.blocks[p.bi].hdr
+}
+
+// Advance moves to the first doc >= target and returns it.
+func (p *Postings) Advance(target uint32) uint32 {
+	if p.dec >= 0 && p.doc != NoMoreDocs && p.doc >= target {
+		return p.doc
+	}
+	if p.err != nil {
+		return NoMoreDocs
+	}
+	// Gallop over blocks by their last docID (keys), no decoding.
+	if p.bi < len(p.blocks) && p.blocks[p.bi].last < target {
+		rest := p.blocks[p.bi:]
+		p.bi += sort.Search(len(rest), func(i int) bool { return rest[i].last >= target })
+	}
+	if p.bi >= len(p.blocks) {
+		p.doc = NoMoreDocs
+		return p.doc
+	}
+	if p.dec != p.bi {
+		b := &p.blocks[p.bi]
+		if err := decodeBlock(p.arena[b.from:b.to], &p.blk); err != nil {
+			p.err = fmt.Errorf("term %q block %d: %w", p.Term, p.bi, err)
+			p.doc = NoMoreDocs
+			return p.doc
+		}
+		p.dec = p.bi
+		p.i = 0
+	}
+	docs := p.blk.docs
+	for p.i < len(docs) && docs[p.i] < target {
+		p.i++
+	}
+	if p.i >= len(docs) { // corrupt: last key lied; move on
+		p.bi++
+		return p.Advance(target)
+	}
+	p.doc = docs[p.i]
+	return p.doc
+}
+
+// Next moves to the next doc.
+func (p *Postings) Next() uint32 {
+	if p.doc == NoMoreDocs {
+		return p.doc
+	}
+	return p.Advance(p.doc + 1)
+}
+
+// TF returns the current doc's per-field term frequencies.
+func (p *Postings) TF() [NumFields]uint32 { return p.blk.tfs[p.i] }
+
+// Positions appends the current doc's positions to dst (the cursor must
+// have been opened withPositions).
+func (p *Postings) Positions(dst []uint32) ([]uint32, error) {
+	return p.blk.positions(p.i, dst)
+}

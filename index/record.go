@@ -1,0 +1,305 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Badger key prefixes owned by this package (all under "i:").
+const (
+	keyAlloc        = "i:m:alloc" // next docID to allocate (written by every Put)
+	keyFlush        = "i:m:flush" // flush watermark, term count, postings bytes (written by every flush)
+	prefixURL       = "i:u:"      // url -> docID (4 bytes BE)
+	prefixDoc       = "i:d:"      // docID -> page record (zstd) without Raw
+	prefixRaw       = "i:r:"      // docID -> raw body (zstd)
+	prefixHost      = "i:h:"      // host 0x00 docID -> empty
+	prefixLens      = "i:l:"      // docID -> field lengths, static rank, host (written when postings are flushed)
+	prefixTomb      = "i:x:"      // docID -> empty: tombstone of a deleted or replaced doc
+	prefixAnchors   = "i:a:"      // url -> anchor texts received from other pages
+	prefixReindex   = "i:q:"      // url -> empty: anchors changed, re-index the page
+	prefixPostings  = "i:p:"      // term 0x00 lastDocID -> postings block
+	maxAnchors      = 256
+	maxAnchorBytes  = 256
+	maxURLBytes     = 4096
+	maxHeaderValues = 64
+)
+
+// Document is a fetched, parsed page handed to Put.
+type Document struct {
+	URL, Host   string // Host = crawl.HostKey form: lowercase host[:port]
+	Title       string
+	Headings    []string
+	Body        string
+	Lang        string
+	Status      int
+	FetchedAt   time.Time
+	ContentType string
+	Charset     string
+	Header      map[string][]string
+	Raw         []byte  // raw body as received (stored compressed)
+	StaticRank  float64 // OPIC importance (node computes)
+	ContentHash [16]byte
+	SimHash     uint64
+}
+
+// PageRecord is a stored page: every Document field plus the anchor texts
+// received from other pages and the page's current docID.
+type PageRecord struct {
+	Document
+	Anchors []string
+	DocID   uint32
+}
+
+func docKey(prefix string, id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(prefix), id)
+}
+
+func hostKey(host string, id uint32) []byte {
+	b := append([]byte(prefixHost), host...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint32(b, id)
+}
+
+type recWriter struct{ b []byte }
+
+func (w *recWriter) str(s string) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+func (w *recWriter) u64(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+
+type recReader struct {
+	b   []byte
+	err error
+}
+
+func (r *recReader) u64() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errors.New("truncated record")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *recReader) str() string {
+	n := r.u64()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.err = errors.New("truncated record string")
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *recReader) count(limit int) int {
+	n := r.u64()
+	if n > uint64(limit) || n > uint64(len(r.b)) {
+		if r.err == nil {
+			r.err = errors.New("record count out of range")
+		}
+		return 0
+	}
+	return int(n)
+}
+
+const recordVersion = 1
+
+// encodeRecord serializes everything but Raw and Anchors (stored elsewhere).
+func encodeRecord(d *Document) []byte {
+	w := recWriter{b: make([]byte, 0, len(d.Body)+len(d.Title)+256)}
+	w.u64(recordVersion)
+	w.str(d.URL)
+	w.str(d.Host)
+	w.str(d.Title)
+	w.u64(uint64(len(d.Headings)))
+	for _, h := range d.Headings {
+		w.str(h)
+	}
+	w.str(d.Body)
+	w.str(d.Lang)
+	w.u64(uint64(int64(d.Status)))
+	w.u64(uint64(d.FetchedAt.UnixNano()))
+	w.str(d.ContentType)
+	w.str(d.Charset)
+	keys := make([]string, 0, len(d.Header))
+	for k := range d.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	w.u64(uint64(len(keys)))
+	for _, k := range keys {
+		w.str(k)
+		vs := d.Header[k]
+		if len(vs) > maxHeaderValues {
+			vs = vs[:maxHeaderValues]
+		}
+		w.u64(uint64(len(vs)))
+		for _, v := range vs {
+			w.str(v)
+		}
+	}
+	w.u64(math.Float64bits(d.StaticRank))
+	w.b = append(w.b, d.ContentHash[:]...)
+	w.b = binary.BigEndian.AppendUint64(w.b, d.SimHash)
+	return w.b
+}
+
+func decodeRecord(b []byte, d *Document) error {
+	r := recReader{b: b}
+	if v := r.u64(); v != recordVersion {
+		return fmt.Errorf("page record version %d unsupported", v)
+	}
+	d.URL = r.str()
+	d.Host = r.str()
+	d.Title = r.str()
+	if n := r.count(1 << 16); n > 0 {
+		d.Headings = make([]string, n)
+		for i := range d.Headings {
+			d.Headings[i] = r.str()
+		}
+	}
+	d.Body = r.str()
+	d.Lang = r.str()
+	d.Status = int(int64(r.u64()))
+	d.FetchedAt = time.Unix(0, int64(r.u64())).UTC()
+	d.ContentType = r.str()
+	d.Charset = r.str()
+	if n := r.count(1 << 12); n > 0 {
+		d.Header = make(map[string][]string, n)
+		for range n {
+			k := r.str()
+			vs := make([]string, r.count(maxHeaderValues))
+			for i := range vs {
+				vs[i] = r.str()
+			}
+			d.Header[k] = vs
+		}
+	}
+	d.StaticRank = math.Float64frombits(r.u64())
+	if r.err == nil && len(r.b) < 24 {
+		r.err = errors.New("truncated record tail")
+	}
+	if r.err != nil {
+		return fmt.Errorf("decode page record: %w", r.err)
+	}
+	copy(d.ContentHash[:], r.b[:16])
+	d.SimHash = binary.BigEndian.Uint64(r.b[16:24])
+	return nil
+}
+
+func encodeAnchors(a []string) []byte {
+	w := recWriter{}
+	w.u64(uint64(len(a)))
+	for _, s := range a {
+		w.str(s)
+	}
+	return w.b
+}
+
+func decodeAnchors(b []byte) ([]string, error) {
+	r := recReader{b: b}
+	n := r.count(maxAnchors * 4)
+	out := make([]string, 0, n)
+	for range n {
+		out = append(out, r.str())
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("decode anchors: %w", r.err)
+	}
+	return out, nil
+}
+
+// docMeta is what a query needs per document without touching Badger:
+// field lengths, static rank and host. Persisted under i:l: at flush.
+type docMeta struct {
+	lens   [NumFields]uint32
+	static float64
+	host   string
+}
+
+func encodeMeta(m *docMeta) []byte {
+	w := recWriter{}
+	for _, l := range m.lens {
+		w.u64(uint64(l))
+	}
+	w.u64(math.Float64bits(m.static))
+	w.str(m.host)
+	return w.b
+}
+
+func decodeMeta(b []byte, m *docMeta) error {
+	r := recReader{b: b}
+	for f := range m.lens {
+		m.lens[f] = uint32(r.u64())
+	}
+	m.static = math.Float64frombits(r.u64())
+	m.host = r.str()
+	if r.err != nil {
+		return fmt.Errorf("decode doc meta: %w", r.err)
+	}
+	return nil
+}
+
+// state is the collection state. NextDoc is persisted by Puts (i:m:alloc),
+// Flushed/Terms/PostSize by flushes (i:m:flush), each in the transaction
+// that makes the change; Docs and LenSum are derived from the i:l: keys.
+type state struct {
+	NextDoc  uint32 // next docID to allocate
+	Flushed  uint32 // every docID below has its postings and i:l: key on disk
+	Docs     int64  // live flushed documents
+	LenSum   [NumFields]int64
+	Terms    int64 // distinct terms with postings
+	PostSize int64 // bytes of postings blocks
+}
+
+func (s *state) encodeAlloc() []byte {
+	return binary.AppendUvarint([]byte{1}, uint64(s.NextDoc))
+}
+
+func (s *state) decodeAlloc(b []byte) error {
+	r := recReader{b: b}
+	if len(b) == 0 || b[0] != 1 {
+		return errors.New("index alloc state: unknown version")
+	}
+	r.b = b[1:]
+	s.NextDoc = uint32(r.u64())
+	if r.err != nil {
+		return fmt.Errorf("decode index alloc state: %w", r.err)
+	}
+	return nil
+}
+
+func (s *state) encodeFlush() []byte {
+	w := recWriter{b: []byte{1}}
+	w.u64(uint64(s.Flushed))
+	w.u64(uint64(s.Terms))
+	w.u64(uint64(s.PostSize))
+	return w.b
+}
+
+func (s *state) decodeFlush(b []byte) error {
+	if len(b) == 0 || b[0] != 1 {
+		return errors.New("index flush state: unknown version")
+	}
+	r := recReader{b: b[1:]}
+	s.Flushed = uint32(r.u64())
+	s.Terms = int64(r.u64())
+	s.PostSize = int64(r.u64())
+	if r.err != nil {
+		return fmt.Errorf("decode index flush state: %w", r.err)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package index
+
+import (
+	"html"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// snippetScanBytes caps how much of a page Snippet looks at.
+const snippetScanBytes = 512 << 10
+
+// maxOccurrences caps the occurrences of one term considered for windows.
+const maxOccurrences = 256
+
+type occurrence struct {
+	start, end int // bytes
+	term       int
+	runeStart  int
+	runeEnd    int
+}
+
+// Snippet returns a query-dependent snippet of text: the window of at most
+// maxRunes characters holding the most distinct query terms (then the most
+// occurrences), HTML-escaped, with <b>..</b> around analyzer tokens equal to
+// a query term. Window edges fall on token boundaries, so neither a UTF-8
+// character nor a Chinese word is split.
+//
+// Finding candidate windows is a byte search for the terms in a lowercased
+// copy; only the chosen window is run through the analyzer, which keeps
+// snippets cheap on long pages.
+func Snippet(text string, terms []string, maxRunes int) string {
+	if maxRunes <= 0 {
+		maxRunes = 160
+	}
+	text = truncUTF8(text, snippetScanBytes)
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	set := make(map[string]int, len(terms))
+	for i, t := range terms {
+		if t != "" {
+			if _, ok := set[t]; !ok {
+				set[t] = i
+			}
+		}
+	}
+	lower := strings.ToLower(text)
+	var occ []occurrence
+	if len(lower) == len(text) {
+		for term, ti := range set {
+			for off, n := 0, 0; n < maxOccurrences; n++ {
+				i := strings.Index(lower[off:], term)
+				if i < 0 {
+					break
+				}
+				occ = append(occ, occurrence{start: off + i, end: off + i + len(term), term: ti})
+				off += i + len(term)
+			}
+		}
+	} else {
+		// Lowercasing changed byte lengths: locate terms with the analyzer.
+		for _, sp := range SharedAnalyzer().analyzeSpans(truncUTF8(text, 64<<10), false) {
+			if ti, ok := set[sp.term]; ok {
+				occ = append(occ, occurrence{start: sp.start, end: sp.end, term: ti})
+			}
+		}
+	}
+	lo, hi := 0, 0
+	if len(occ) == 0 {
+		hi = advanceRunes(text, 0, maxRunes)
+	} else {
+		slices.SortFunc(occ, func(a, b occurrence) int { return a.start - b.start })
+		// Rune offsets by one forward walk.
+		pos, runes := 0, 0
+		for i := range occ {
+			runes += utf8.RuneCountInString(text[pos:occ[i].start])
+			pos = occ[i].start
+			occ[i].runeStart = runes
+			occ[i].runeEnd = runes + utf8.RuneCountInString(text[occ[i].start:occ[i].end])
+		}
+		bestI, bestJ, bestDistinct, bestCount := 0, 0, -1, -1
+		counts := make(map[int]int, len(set))
+		j := 0
+		for i := range occ {
+			if j < i {
+				j = i
+			}
+			for j < len(occ) && occ[j].runeEnd-occ[i].runeStart <= maxRunes {
+				counts[occ[j].term]++
+				j++
+			}
+			if j > i {
+				if d, c := len(counts), j-i; d > bestDistinct || d == bestDistinct && c > bestCount {
+					bestI, bestJ, bestDistinct, bestCount = i, j-1, d, c
+				}
+				if counts[occ[i].term]--; counts[occ[i].term] == 0 {
+					delete(counts, occ[i].term)
+				}
+			}
+		}
+		lo, hi = occ[bestI].start, occ[bestJ].end
+		if bestDistinct < 0 { // a single occurrence longer than the window
+			lo, hi = occ[0].start, occ[0].end
+		}
+		slack := maxRunes - utf8.RuneCountInString(text[lo:hi])
+		if slack > 0 {
+			lo = retreatRunes(text, lo, slack/3)
+			hi = advanceRunes(text, hi, maxRunes-utf8.RuneCountInString(text[lo:hi]))
+		}
+	}
+	return renderSnippet(text, lo, hi, set)
+}
+
+func advanceRunes(s string, at, n int) int {
+	for ; n > 0 && at < len(s); n-- {
+		_, sz := utf8.DecodeRuneInString(s[at:])
+		at += sz
+	}
+	return at
+}
+
+func retreatRunes(s string, at, n int) int {
+	for ; n > 0 && at > 0; n-- {
+		_, sz := utf8.DecodeLastRuneInString(s[:at])
+		at -= sz
+	}
+	return at
+}
+
+// renderSnippet analyzes text[lo:hi] with some context, moves the edges to
+// token boundaries and writes the escaped, highlighted window.
+func renderSnippet(text string, lo, hi int, set map[string]int) string {
+	cLo := retreatRunes(text, lo, 16)
+	cHi := advanceRunes(text, hi, 16)
+	spans := SharedAnalyzer().analyzeSpans(text[cLo:cHi], false)
+	for i := range spans {
+		spans[i].start += cLo
+		spans[i].end += cLo
+	}
+	// Never cut inside a token: move an edge that falls inside one outward
+	// at the start (to keep a matched word whole) and inward at the end.
+	for _, sp := range spans {
+		if sp.start < lo && sp.end > lo && lo > 0 {
+			if sp.end-lo < lo-sp.start {
+				lo = sp.end
+			} else {
+				lo = sp.start
+			}
+		}
+	}
+	for _, sp := range spans {
+		if sp.start < hi && sp.end > hi && hi < len(text) {
+			hi = sp.start
+			break
+		}
+	}
+	if hi < lo {
+		hi = lo
+	}
+	type rng struct{ s, e int }
+	var marks []rng
+	for _, sp := range spans {
+		if _, ok := set[sp.term]; !ok || sp.start < lo || sp.end > hi {
+			continue
+		}
+		if n := len(marks); n > 0 && sp.start <= marks[n-1].e {
+			marks[n-1].e = max(marks[n-1].e, sp.end)
+			continue
+		}
+		marks = append(marks, rng{sp.start, sp.end})
+	}
+	var b strings.Builder
+	b.Grow((hi-lo)*5/4 + 16)
+	if lo > 0 {
+		b.WriteString("…")
+	}
+	at := lo
+	for _, m := range marks {
+		writeCollapsed(&b, text[at:m.s])
+		b.WriteString("<b>")
+		writeCollapsed(&b, text[m.s:m.e])
+		b.WriteString("</b>")
+		at = m.e
+	}
+	writeCollapsed(&b, text[at:hi])
+	if hi < len(text) {
+		b.WriteString("…")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// writeCollapsed HTML-escapes s with whitespace runs folded to one space and
+// control characters dropped.
+func writeCollapsed(b *strings.Builder, s string) {
+	start := 0
+	space := false
+	flush := func(end int) {
+		if start < end {
+			b.WriteString(html.EscapeString(s[start:end]))
+		}
+	}
+	for i, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			flush(i)
+			if !space {
+				b.WriteByte(' ')
+			}
+			space = true
+			start = i + utf8.RuneLen(r)
+		case unicode.IsControl(r):
+			flush(i)
+			start = i + utf8.RuneLen(r)
+		default:
+			space = false
+		}
+	}
+	flush(len(s))
+}

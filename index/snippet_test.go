@@ -1,0 +1,150 @@
+package index
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestSnippet(t *testing.T) {
+	long := strings.Repeat("无关的内容填充文字。", 40)
+	tests := []struct {
+		name     string
+		text     string
+		terms    []string
+		maxRunes int
+		want     []string // substrings that must appear
+		notWant  []string
+	}{
+		{name: "english highlight", text: "The quick brown fox jumps over the lazy dog.", terms: []string{"fox", "dog"}, maxRunes: 100,
+			want: []string{"<b>fox</b>", "<b>dog</b>"}},
+		{name: "case-insensitive, original case kept", text: "Apple pie is an APPLE dessert", terms: []string{"apple"}, maxRunes: 100,
+			want: []string{"<b>Apple</b>", "<b>APPLE</b>"}},
+		{name: "no partial word match", text: "category of cats and a cat", terms: []string{"cat"}, maxRunes: 100,
+			want: []string{"<b>cat</b>"}, notWant: []string{"<b>cat</b>egory", "<b>cat</b>s"}},
+		{name: "html escaped", text: "a <script>alert(1)</script> & b term", terms: []string{"term"}, maxRunes: 100,
+			want: []string{"&lt;script&gt;", "&amp;", "<b>term</b>"}, notWant: []string{"<script>"}},
+		{name: "chinese sub-word in long word", text: long + "我们的搜索引擎很好用" + long, terms: []string{"搜索"}, maxRunes: 30,
+			want: []string{"<b>搜索</b>", "…"}},
+		{name: "best window has most distinct terms", text: "alpha " + strings.Repeat("x ", 100) + "alpha beta gamma " + strings.Repeat("y ", 100), terms: []string{"alpha", "beta", "gamma"}, maxRunes: 40,
+			want: []string{"<b>alpha</b> <b>beta</b> <b>gamma</b>"}},
+		{name: "traditional bigram", text: long + "資訊檢索系統" + long, terms: []string{"資訊", "檢索"}, maxRunes: 20,
+			want: []string{"<b>資訊檢索</b>"}},
+		{name: "no match gives the start", text: "hello world " + long, terms: []string{"zzz"}, maxRunes: 20,
+			want: []string{"hello world"}},
+		{name: "whitespace collapsed", text: "a\n\n\t  b term", terms: []string{"term"}, maxRunes: 50,
+			want: []string{"a b <b>term</b>"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Snippet(tc.text, tc.terms, tc.maxRunes)
+			if !utf8.ValidString(got) {
+				t.Fatalf("invalid UTF-8: %q", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("missing %q in %q", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("unexpected %q in %q", w, got)
+				}
+			}
+			plain := strings.NewReplacer("<b>", "", "</b>", "", "…", "", "&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(got)
+			if n := utf8.RuneCountInString(plain); n > tc.maxRunes+2 {
+				t.Errorf("snippet has %d characters, max %d: %q", n, tc.maxRunes, got)
+			}
+		})
+	}
+}
+
+// Window edges never split a Chinese word: every CJK run in the snippet
+// must be made of whole words of the text's own segmentation.
+func TestSnippetChineseBoundaries(t *testing.T) {
+	text := strings.Repeat("中华人民共和国是一个伟大的国家，我们热爱和平与发展。", 30) + "搜索引擎" + strings.Repeat("计算机科学技术研究所正在进行自然语言处理。", 30)
+	a := SharedAnalyzer()
+	words := map[string]bool{}
+	for _, sp := range a.analyzeSpans(text, true) {
+		words[text[sp.start:sp.end]] = true
+	}
+	for maxRunes := 5; maxRunes < 60; maxRunes += 3 {
+		got := Snippet(text, []string{"搜索引擎"}, maxRunes)
+		plain := strings.NewReplacer("<b>", "", "</b>", "").Replace(got)
+		plain = strings.Trim(plain, "…")
+		first := a.analyzeSpans(plain, true)
+		if len(first) == 0 {
+			t.Fatalf("empty snippet %q", got)
+		}
+		head := plain[first[0].start:first[0].end]
+		tail := plain[first[len(first)-1].start:first[len(first)-1].end]
+		if !words[head] || !words[tail] {
+			t.Errorf("maxRunes %d: edge words %q/%q not words of the text: %q", maxRunes, head, tail, got)
+		}
+		if !strings.Contains(got, "<b>搜索引擎</b>") {
+			t.Errorf("maxRunes %d: %q", maxRunes, got)
+		}
+	}
+}
+
+func TestCachedHTML(t *testing.T) {
+	gbk := []byte{0xc4, 0xe3, 0xba, 0xc3, 0xca, 0xc0, 0xbd, 0xe7} // 你好世界 in GBK
+	tests := []struct {
+		name    string
+		rec     *PageRecord
+		terms   []string
+		want    []string
+		notWant []string
+	}{
+		{name: "html page", rec: &PageRecord{Document: Document{URL: "http://a.example/p", Title: "T", ContentType: "text/html; charset=utf-8",
+			FetchedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+			Raw:       []byte(`<html><head><meta http-equiv="refresh" content="0;url=http://evil"><script>alert(1)</script></head><body onload="x()"><p>apple and banana apple</p><a href="javascript:alert(1)">x</a></body></html>`)}},
+			terms: []string{"apple", "banana"},
+			want: []string{`<mark style="background:#ffff66;color:black">apple</mark>`, `<mark style="background:#a0ffff;color:black">banana</mark>`,
+				"http://a.example/p", "2026-01-02 03:04:05 UTC", `<base href="http://a.example/p"/>`, `<meta charset="utf-8"/>`},
+			notWant: []string{"<script", "alert(1)", "onload", "refresh"}},
+		{name: "gbk decoded", rec: &PageRecord{Document: Document{URL: "http://b.example/", ContentType: "text/html", Charset: "gbk",
+			Raw: append(append([]byte("<html><body>"), gbk...), "</body></html>"...)}},
+			terms: []string{"你好"}, want: []string{">你好</mark>世界"}},
+		{name: "plain text", rec: &PageRecord{Document: Document{URL: "http://c.example/t.txt", ContentType: "text/plain", Raw: []byte("x < y and term")}},
+			terms: []string{"term"}, want: []string{"x &lt; y", ">term</mark>", "<pre"}},
+		{name: "no raw uses body", rec: &PageRecord{Document: Document{URL: "http://d.example/", Title: "Title", Body: "some body"}},
+			terms: []string{"body"}, want: []string{">body</mark>"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := CachedHTML(tc.rec, tc.terms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := string(out)
+			for _, w := range tc.want {
+				if !strings.Contains(s, w) {
+					t.Errorf("missing %q in %s", w, s)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(s, w) {
+					t.Errorf("unexpected %q in %s", w, s)
+				}
+			}
+		})
+	}
+	if _, err := CachedHTML(nil, nil); err == nil {
+		t.Error("nil record: want error")
+	}
+}
+
+// FuzzSnippet: arbitrary text and terms never panic and give valid UTF-8.
+func FuzzSnippet(f *testing.F) {
+	f.Add("我们的搜索引擎很好用 apple pie", "搜索", 20)
+	f.Add("Ａｐｐｌｅ İstanbul ǅ straße", "apple", 5)
+	f.Add("\xff\xfe<b>x</b>", "x", 1)
+	f.Fuzz(func(t *testing.T, text, term string, maxRunes int) {
+		got := Snippet(text, []string{term, strings.ToLower(term)}, maxRunes%500)
+		if !utf8.ValidString(got) {
+			t.Fatalf("invalid UTF-8 %q", got)
+		}
+	})
+}

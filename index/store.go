@@ -1,0 +1,142 @@
+package index
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// getByID loads a page record; txn may be nil (a read transaction is
+// opened). Raw is loaded only when withRaw is set.
+func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord, error) {
+	if txn == nil {
+		var rec *PageRecord
+		err := ix.db.View(func(txn *badger.Txn) error {
+			var err error
+			rec, err = ix.getByID(txn, id, withRaw)
+			return err
+		})
+		return rec, err
+	}
+	item, err := txn.Get(docKey(prefixDoc, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &PageRecord{DocID: id}
+	err = item.Value(func(v []byte) error {
+		plain, err := ix.dec.DecodeAll(v, nil)
+		if err != nil {
+			return fmt.Errorf("decompress page record: %w", err)
+		}
+		return decodeRecord(plain, &rec.Document)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("doc %d: %w", id, err)
+	}
+	if withRaw {
+		item, err := txn.Get(docKey(prefixRaw, id))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			err = item.Value(func(v []byte) error {
+				rec.Raw, err = ix.dec.DecodeAll(v, nil)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("doc %d: decompress raw: %w", id, err)
+			}
+		}
+	}
+	item, err = txn.Get([]byte(prefixAnchors + rec.URL))
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		err = item.Value(func(v []byte) error {
+			rec.Anchors, err = decodeAnchors(v)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("doc %d: %w", id, err)
+		}
+	}
+	return rec, nil
+}
+
+// Get returns the stored page at url (Raw decompressed) or ErrNotFound.
+func (ix *Index) Get(ctx context.Context, url string) (*PageRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var rec *PageRecord
+	err := ix.db.View(func(txn *badger.Txn) error {
+		id, ok, err := getDocID(txn, url)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		rec, err = ix.getByID(txn, id, true)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index: get %q: %w", url, err)
+	}
+	return rec, nil
+}
+
+// ForEachPage calls fn for every stored page of host ("" = all hosts), in
+// host then docID order, stopping at the first error fn returns.
+func (ix *Index) ForEachPage(ctx context.Context, host string, fn func(*PageRecord) error) error {
+	prefix := []byte(prefixHost)
+	if host != "" {
+		prefix = append(append(prefix, host...), 0)
+	}
+	// Collect IDs first: fn may take long, and a read transaction held for
+	// the whole walk would pin Badger's memtables.
+	var ids []uint32
+	err := ix.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) < len(prefix)+4 {
+				continue
+			}
+			ids = append(ids, binary.BigEndian.Uint32(k[len(k)-4:]))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: list pages of %q: %w", host, err)
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := ix.getByID(nil, id, true)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("index: page %d: %w", id, err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is everything a node needs to start. cmd/sou fills it from flags,
+// a config file and SOU_* environment variables.
+type Config struct {
+	// DataDir holds the Badger database and the libp2p identity.
+	DataDir string
+	// HTTPAddr is where the API and UI listen (default 127.0.0.1:7070).
+	HTTPAddr string
+	// HTTPToken guards state-changing routes and is required to bind the
+	// API beyond loopback, unless PublicSearch exposes search alone.
+	HTTPToken    string
+	PublicSearch bool
+
+	// DNS is the resolver the crawler asks ("ip:port"); empty means the
+	// system's.
+	DNS string
+	// Seeds are submitted to the network at start, like `sou crawl add`.
+	Seeds []string
+
+	// Network separates sou networks; nodes of different networks never mix.
+	Network   string
+	Listen    []string
+	Bootstrap []string
+	// PSKFile holds a 32-byte pre-shared key (hex) for a private network.
+	PSKFile string
+	MDNS    bool
+	// WAN selects WAN membership timeouts instead of LAN ones.
+	WAN bool
+
+	// Fast turns politeness delays to zero (testnets); one request per host
+	// in flight still holds.
+	Fast bool
+	// AllowLoopback lets the crawler fetch from loopback addresses (the
+	// testnet's simulated web lives there); AllowPrivate likewise for
+	// RFC 1918 and link-local addresses.
+	AllowLoopback bool
+	AllowPrivate  bool
+	// Workers is the number of concurrent fetches (0 = the crawl default).
+	Workers int
+	// MinDelay overrides the per-host politeness delay floor when > 0.
+	MinDelay time.Duration
+	// MaxPagesPerHost caps pages per host (0 = unlimited).
+	MaxPagesPerHost int
+}
+
+// DefaultDataDir is a per-user data directory.
+func DefaultDataDir() string {
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "sou")
+	}
+	return ".sou"
+}
+
+// DefaultConfig returns a node configuration for the real web.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:  DefaultDataDir(),
+		HTTPAddr: "127.0.0.1:7070",
+		Network:  "sou",
+		Listen: []string{
+			"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1",
+			"/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1",
+		},
+		MDNS: true,
+	}
+}
+
+// Validate reports the first problem with c as a one-line error.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("--data: a data directory is required")
+	}
+	if c.Network == "" {
+		return errors.New("--network: must not be empty")
+	}
+	host, port, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http %q: want host:port: %w", c.HTTPAddr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("--http %q: bad port", c.HTTPAddr)
+	}
+	if !isLoopbackHost(host) && c.HTTPToken == "" && !c.PublicSearch {
+		return fmt.Errorf("--http %s binds beyond loopback: set --http-token (or --public-search to expose only search and cached pages)", c.HTTPAddr)
+	}
+	if c.DNS != "" {
+		if _, _, err := net.SplitHostPort(c.DNS); err != nil {
+			return fmt.Errorf("--dns %q: want ip:port: %w", c.DNS, err)
+		}
+	}
+	if c.Workers < 0 || c.MaxPagesPerHost < 0 || c.MinDelay < 0 {
+		return errors.New("--workers, --max-pages-per-host and --min-delay must not be negative")
+	}
+	return nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.IsLoopback()
+}

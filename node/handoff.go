@@ -1,0 +1,220 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"sou/crawl"
+	"sou/index"
+)
+
+// Handoff and replication ride on p2p's acknowledged delivery. Payloads are
+// gob-encoded structs of crawl and index types; p2p caps their size, and a
+// payload that does not decode is refused (and so not acknowledged).
+const (
+	topicHandoffPages = "handoff-pages/1"
+	topicHandoffHost  = "handoff-host/1"
+	topicReplica      = "replica/1"
+	pagesPerMessage   = 32
+)
+
+type pagesMsg struct {
+	Docs []*index.Document
+}
+
+type hostMsg struct {
+	Export *crawl.HostExport
+}
+
+func encodeGob(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeGob(b []byte, v any) error {
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil {
+		return fmt.Errorf("decode %T: %w", v, err)
+	}
+	return nil
+}
+
+// handoffState counts pages handed off and received.
+type handoffState struct {
+	sent     atomic.Int64
+	received atomic.Int64
+	mu       sync.Mutex // one rebalance at a time
+	kick     chan struct{}
+}
+
+func docFromRecord(r *index.PageRecord) *index.Document {
+	d := r.Document
+	return &d
+}
+
+// rebalanceLoop hands off hosts this node no longer owns: after every
+// membership change and every few seconds (which also catches pages that
+// were in flight during the last handoff).
+func (n *Node) rebalanceLoop(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.handoff.kick:
+		}
+		n.rebalance(ctx)
+	}
+}
+
+func (n *Node) kickRebalance() {
+	select {
+	case n.handoff.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) rebalance(ctx context.Context) {
+	n.handoff.mu.Lock()
+	defer n.handoff.mu.Unlock()
+	hosts, err := n.crawler.Hosts(ctx)
+	if err != nil {
+		n.errs.add("handoff", err)
+		return
+	}
+	self := n.net.ID()
+	for _, h := range hosts {
+		if ctx.Err() != nil {
+			return
+		}
+		owner := n.net.Owner(h)
+		if owner == self || owner == "" {
+			continue
+		}
+		if err := n.handOff(ctx, h, owner); err != nil {
+			n.errs.add("handoff "+h, err)
+			n.log.Warn("handoff", "host", h, "to", owner, "err", err)
+		}
+	}
+}
+
+// handOff moves one host to its new owner: stored pages first (the new
+// owner re-indexes them), then the crawl state (frontier, URL-seen, host
+// state). Local state is dropped only after both were acknowledged; pages
+// stay when this node is still one of the host's replicas.
+func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
+	var batch []*index.Document
+	sent := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b, err := encodeGob(pagesMsg{Docs: batch})
+		if err != nil {
+			return err
+		}
+		if err := n.net.Send(ctx, to, topicHandoffPages, b); err != nil {
+			return fmt.Errorf("send %d pages: %w", len(batch), err)
+		}
+		sent += len(batch)
+		batch = batch[:0]
+		return nil
+	}
+	var urls []string
+	err := n.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {
+		batch = append(batch, docFromRecord(r))
+		urls = append(urls, r.URL)
+		if len(batch) >= pagesPerMessage {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return err
+	}
+	exp, err := n.crawler.ExportHost(ctx, host)
+	if err != nil {
+		return fmt.Errorf("export crawl state: %w", err)
+	}
+	b, err := encodeGob(hostMsg{Export: exp})
+	if err != nil {
+		return err
+	}
+	if err := n.net.Send(ctx, to, topicHandoffHost, b); err != nil {
+		return fmt.Errorf("send crawl state: %w", err)
+	}
+	if err := n.crawler.DropHost(ctx, host); err != nil {
+		return fmt.Errorf("drop crawl state: %w", err)
+	}
+	if !n.isReplica(host) {
+		for _, u := range urls {
+			if err := n.ix.Delete(ctx, u); err != nil {
+				return fmt.Errorf("delete handed-off page %s: %w", u, err)
+			}
+		}
+	}
+	n.handoff.sent.Add(int64(sent))
+	n.coord.Invalidate()
+	n.log.Info("handed off host", "host", host, "to", to, "pages", sent)
+	return nil
+}
+
+func (n *Node) isReplica(host string) bool {
+	self := n.net.ID()
+	for _, p := range n.net.Replicas(host) {
+		if p == self {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byte) error {
+	var m pagesMsg
+	if err := decodeGob(payload, &m); err != nil {
+		return err
+	}
+	if len(m.Docs) > 4*pagesPerMessage {
+		return fmt.Errorf("handoff message with %d pages, at most %d", len(m.Docs), 4*pagesPerMessage)
+	}
+	for _, d := range m.Docs {
+		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host {
+			return fmt.Errorf("handoff page with inconsistent URL and host")
+		}
+		if err := n.ix.Put(ctx, d); err != nil {
+			return fmt.Errorf("index handed-off page: %w", err)
+		}
+	}
+	n.handoff.received.Add(int64(len(m.Docs)))
+	n.coord.Invalidate()
+	return nil
+}
+
+func (n *Node) receiveHandoffHost(ctx context.Context, _ peer.ID, payload []byte) error {
+	var m hostMsg
+	if err := decodeGob(payload, &m); err != nil {
+		return err
+	}
+	if m.Export == nil {
+		return fmt.Errorf("empty host handoff")
+	}
+	if err := n.crawler.ImportHost(ctx, m.Export); err != nil {
+		return err
+	}
+	n.settle.settle(m.Export.Host)
+	return nil
+}

@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// testConfig is a node that stays on loopback and finds no one by mDNS.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	return Config{
+		DataDir:  t.TempDir(),
+		HTTPAddr: "127.0.0.1:0",
+		Network:  "sou-test",
+		Listen:   []string{"/ip4/127.0.0.1/tcp/0"},
+		MDNS:     false,
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newHandlerNode opens a real node (Badger, index, libp2p, crawler) without
+// running its loops, serving its Handler through httptest.
+func newHandlerNode(t *testing.T, cfg Config) (*Node, *httptest.Server) {
+	t.Helper()
+	n, err := New(context.Background(), cfg, quietLogger())
+	if err != nil {
+		t.Fatalf("node.New: %v", err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		n.closeAll()
+	})
+	return n, srv
+}
+
+// runNode starts a node with Run on a free loopback port and returns its
+// base URL; the node stops when the test ends.
+func runNode(t *testing.T, cfg Config) (*Node, string) {
+	t.Helper()
+	// Run does not report the port it bound, so pick a free one first.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	cfg.HTTPAddr = ln.Addr().String()
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := New(ctx, cfg, quietLogger())
+	if err != nil {
+		cancel()
+		t.Fatalf("node.New: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("Run did not return 20 s after cancel")
+		}
+	})
+	base := "http://" + cfg.HTTPAddr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/api/status")
+		if err == nil {
+			resp.Body.Close()
+			return n, base
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node HTTP API at %s not up after 10 s: %v", base, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

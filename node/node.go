@@ -1,0 +1,323 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"sou/crawl"
+	"sou/index"
+	"sou/p2p"
+	"sou/search"
+)
+
+// Node is one running sou node.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *badger.DB
+	ix      *index.Index
+	local   *search.Local
+	crawler *crawl.Crawler
+	net     *p2p.Node
+	coord   *search.Coordinator
+	started time.Time
+	errs    *errorRing
+	metrics *metrics
+	handoff handoffState
+	repl    *replicator
+	settle  *settling
+	// httpAddr is the bound API address (a string), set by startHTTP.
+	httpAddr atomic.Value
+}
+
+// New opens the node's storage and network. Call Run to serve, and it
+// closes everything when it returns.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50)}
+	n.handoff.kick = make(chan struct{}, 1)
+	n.repl = newReplicator()
+	n.settle = newSettling(5 * time.Second)
+	closeOnErr := func(f func() error) {
+		if err != nil {
+			_ = f()
+		}
+	}
+	n.db, err = openDB(cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	defer closeOnErr(n.db.Close)
+
+	n.ix, err = index.Open(n.db, index.DefaultOptions(), log.With("component", "index"))
+	if err != nil {
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	defer closeOnErr(n.ix.Close)
+	n.local = search.NewLocal(n.ix, search.DefaultParams())
+
+	pcfg := p2p.DefaultLANConfig()
+	if cfg.WAN {
+		pcfg = p2p.DefaultWANConfig()
+	}
+	pcfg.DataDir = cfg.DataDir
+	pcfg.Network = cfg.Network
+	pcfg.MDNS = cfg.MDNS
+	if len(cfg.Listen) > 0 {
+		pcfg.Listen = cfg.Listen
+	}
+	pcfg.Bootstrap = cfg.Bootstrap
+	if cfg.PSKFile != "" {
+		psk, err := readPSK(cfg.PSKFile)
+		if err != nil {
+			return nil, err
+		}
+		pcfg.PSK = psk
+	}
+	n.net, err = p2p.New(ctx, n.db, pcfg, log.With("component", "p2p"))
+	if err != nil {
+		return nil, fmt.Errorf("start libp2p: %w", err)
+	}
+	defer closeOnErr(n.net.Close)
+
+	ccfg := crawl.DefaultConfig()
+	if cfg.Fast {
+		ccfg = crawl.FastConfig()
+	}
+	ccfg.Resolver.Server = cfg.DNS
+	ccfg.Fetch.AllowLoopback = cfg.AllowLoopback
+	ccfg.Fetch.AllowPrivate = cfg.AllowPrivate
+	if cfg.Workers > 0 {
+		ccfg.Workers = cfg.Workers
+	}
+	if cfg.MinDelay > 0 {
+		ccfg.Politeness.MinDelay = cfg.MinDelay
+	}
+	if cfg.MaxPagesPerHost > 0 {
+		ccfg.Filter.MaxPagesPerHost = cfg.MaxPagesPerHost
+	}
+	n.crawler, err = crawl.New(n.db, ccfg, &sink{n: n}, log.With("component", "crawl"))
+	if err != nil {
+		return nil, fmt.Errorf("start crawler: %w", err)
+	}
+	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
+	n.metrics = newMetrics(n)
+	n.net.SetURLHandler(n.receiveURLs)
+	n.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		return n.coord.HandleShardRequest(ctx, req)
+	})
+	n.net.SetDeliverHandler(topicHandoffPages, n.receiveHandoffPages)
+	n.net.SetDeliverHandler(topicHandoffHost, n.receiveHandoffHost)
+	n.net.SetDeliverHandler(topicReplica, n.receiveReplica)
+	return n, nil
+}
+
+func readPSK(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--psk: %w", err)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("--psk %s: want 64 hex digits (32 bytes)", path)
+	}
+	return key, nil
+}
+
+// Run serves until ctx ends, then shuts down cleanly: HTTP first, then the
+// crawler (its in-flight work persisted), the network (outboxes are already
+// durable), the index (flushed) and Badger.
+func (n *Node) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv, err := n.startHTTP(ctx)
+	if err != nil {
+		n.closeAll()
+		return err
+	}
+	n.log.Info("sou node started", "peer", n.net.ID().String(), "ui", "http://"+srv.Addr+"/", "data", n.cfg.DataDir)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.crawler.Run(ctx); err != nil {
+			select {
+			case errc <- fmt.Errorf("crawler: %w", err):
+			default:
+			}
+			cancel()
+		}
+	}()
+	run(func(ctx context.Context) { runValueLogGC(ctx, n.db, 5*time.Minute) })
+	run(n.publishLoad)
+	run(n.watchMembers)
+	run(n.rebalanceLoop)
+	run(n.replicationLoop)
+	if len(n.cfg.Seeds) > 0 {
+		if _, err := n.AddSeeds(ctx, n.cfg.Seeds); err != nil {
+			n.log.Warn("seeds", "err", err)
+		}
+	}
+	<-ctx.Done()
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer shutCancel()
+	_ = srv.Shutdown(shutCtx)
+	wg.Wait()
+	n.closeAll()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+func (n *Node) closeAll() {
+	if err := n.net.Close(); err != nil {
+		n.log.Warn("close p2p", "err", err)
+	}
+	if err := n.ix.Close(); err != nil {
+		n.log.Warn("close index", "err", err)
+	}
+	if err := n.db.Close(); err != nil {
+		n.log.Warn("close badger", "err", err)
+	}
+}
+
+// AddSeeds normalises urls and hands each to its owner: this node's
+// crawler, or the network. It returns how many were accepted.
+func (n *Node) AddSeeds(ctx context.Context, urls []string) (int, error) {
+	var local []crawl.Discovered
+	var remote []p2p.URLRecord
+	var bad []string
+	for _, raw := range urls {
+		u, err := crawl.NormalizeURL(strings.TrimSpace(raw), nil)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%q: %v", raw, err))
+			continue
+		}
+		host := crawl.HostKey(u)
+		d := crawl.Discovered{URL: u.String(), Cash: 1}
+		if n.net.IsOwner(host) {
+			local = append(local, d)
+		} else {
+			remote = append(remote, p2p.URLRecord{URL: d.URL, Cash: d.Cash})
+		}
+	}
+	if len(local) > 0 {
+		if err := n.crawler.Add(ctx, local); err != nil {
+			return 0, fmt.Errorf("add seeds: %w", err)
+		}
+	}
+	if len(remote) > 0 {
+		if err := n.net.Forward(ctx, remote); err != nil {
+			return len(local), fmt.Errorf("forward seeds: %w", err)
+		}
+	}
+	accepted := len(local) + len(remote)
+	if len(bad) > 0 {
+		return accepted, &BadURLsError{Bad: bad}
+	}
+	return accepted, nil
+}
+
+// BadURLsError lists submitted URLs that could not be used.
+type BadURLsError struct{ Bad []string }
+
+func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad, "; ") }
+
+// receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
+// what we do not own, so everything here is ours.
+func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord) error {
+	ds := make([]crawl.Discovered, 0, len(recs))
+	anchors := map[string][]string{}
+	for _, r := range recs {
+		ds = append(ds, crawl.Discovered{URL: r.URL, Anchor: r.Anchor, SourceHost: r.SourceHost, Cash: r.Cash, Depth: r.Depth})
+		if r.Anchor != "" && r.SourceHost != "" {
+			anchors[r.URL] = append(anchors[r.URL], r.Anchor)
+		}
+	}
+	if err := n.crawler.Add(ctx, ds); err != nil {
+		return err
+	}
+	for u, a := range anchors {
+		if err := n.ix.AddAnchors(ctx, u, a); err != nil {
+			return fmt.Errorf("anchors for %s: %w", u, err)
+		}
+	}
+	return nil
+}
+
+// publishLoad keeps the heartbeat's load figures current.
+func (n *Node) publishLoad(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cs := n.crawler.Stats()
+			is := n.ix.Stats()
+			n.net.SetLoad(p2p.Load{Pages: uint64(max(is.Docs, 0)), Frontier: uint64(max(cs.Frontier, 0)), Hosts: uint64(max(cs.Hosts, 0))})
+		}
+	}
+}
+
+// watchMembers reacts to membership changes: hosts we no longer own are
+// handed to their new owner.
+func (n *Node) watchMembers(ctx context.Context) {
+	view := []peer.ID{n.net.ID()}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-n.net.Events():
+			if !ok {
+				return
+			}
+			n.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
+			n.settle.changed(view, time.Now())
+			view = view[:0]
+			for _, m := range n.net.Members() {
+				view = append(view, m.ID)
+			}
+			n.coord.Invalidate()
+			if ev.Kind == p2p.Left {
+				n.takeOver(ctx)
+			}
+			n.kickRebalance()
+		}
+	}
+}
+
+var errNotFound = errors.New("not found")
+
+// hostOf returns the HostKey of a URL string, or "" when it does not parse.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return crawl.HostKey(u)
+}

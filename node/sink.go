@@ -1,0 +1,90 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"sou/crawl"
+	"sou/index"
+	"sou/p2p"
+)
+
+type p2pPeer = peer.ID
+
+// sink is the crawler's view of the node: ownership from p2p, forwarding
+// through the p2p outbox, storage into the index.
+type sink struct{ n *Node }
+
+func (s *sink) Owns(hostKey string) bool { return s.n.net.IsOwner(hostKey) }
+
+// MayFetch is false while ownership of hostKey is moving to this node (see
+// settling) and when the host is not ours.
+func (s *sink) MayFetch(hostKey string) bool {
+	return s.n.net.IsOwner(hostKey) && s.n.settle.mayCrawl(hostKey, s.n.net.ID(), time.Now())
+}
+
+func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
+	recs := make([]p2p.URLRecord, len(links))
+	for i, l := range links {
+		recs[i] = p2p.URLRecord{URL: l.URL, Anchor: l.Anchor, SourceHost: l.SourceHost, Cash: l.Cash, Depth: l.Depth}
+	}
+	if err := s.n.net.Forward(ctx, recs); err != nil {
+		return fmt.Errorf("forward %d links: %w", len(links), err)
+	}
+	s.n.metrics.forwarded.Add(float64(len(links)))
+	return nil
+}
+
+// Store indexes a fetched page unless it duplicates one already claimed,
+// here (the crawler's content-seen set) or anywhere in the network (the
+// fingerprint's owner keeps the first claim). Anchor text of links to hosts
+// this node owns becomes the anchor field of their targets; links to other
+// hosts carry their anchors with the forwarded URL. Same-host anchors count
+// too: on documentation sites they are the best description of a page.
+func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
+	n := s.n
+	n.metrics.observeFetch(p)
+	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
+		return nil
+	}
+	if len(n.net.Members()) > 1 {
+		winner, err := n.net.Claim(ctx, p.ContentHash[:], p.URL)
+		if err != nil {
+			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
+		}
+		if winner != p.URL {
+			return nil
+		}
+	}
+	doc := &index.Document{
+		URL: p.URL, Host: p.Host, Title: p.Title, Headings: p.Headings, Body: p.Text, Lang: p.Lang,
+		Status: p.Status, FetchedAt: p.FetchedAt, ContentType: p.ContentType, Charset: p.Charset,
+		Header: p.Header, Raw: p.Raw, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
+	}
+	if err := n.ix.Put(ctx, doc); err != nil {
+		return fmt.Errorf("index %s: %w", p.URL, err)
+	}
+	n.replicate(doc)
+	anchors := map[string][]string{}
+	for _, l := range p.Links {
+		if l.Anchor == "" || l.NoFollow {
+			continue
+		}
+		if l.URL == p.URL {
+			continue
+		}
+		if h := hostOf(l.URL); h != "" && n.net.IsOwner(h) {
+			anchors[l.URL] = append(anchors[l.URL], l.Anchor)
+		}
+	}
+	for u, a := range anchors {
+		if err := n.ix.AddAnchors(ctx, u, a); err != nil {
+			return fmt.Errorf("anchors for %s: %w", u, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// openDB opens the node's one Badger database under dataDir/db, with memory
+// settings sized for a volunteer's machine (the RSS target is 300 MB per node
+// on the real corpus). Start-up failures get an error that says what to do,
+// never a crash loop.
+func openDB(dataDir string, log *slog.Logger) (*badger.DB, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	probe := filepath.Join(dataDir, ".write-test")
+	if err := os.WriteFile(probe, []byte("ok"), 0o600); err != nil {
+		return nil, fmt.Errorf("data directory %s is not writable: %w", dataDir, err)
+	}
+	_ = os.Remove(probe)
+	dir := filepath.Join(dataDir, "db")
+	opts := badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log}).
+		WithLoggingLevel(badger.WARNING).
+		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(256 << 20).
+		WithValueThreshold(4 << 10).
+		WithCompression(options.ZSTD).
+		WithZSTDCompressionLevel(1).
+		WithNumCompactors(2).
+		WithDetectConflicts(false)
+	db, err := badger.Open(opts)
+	if err != nil {
+		if errors.Is(err, badger.ErrTruncateNeeded) {
+			return nil, fmt.Errorf("badger database %s needs repair: %w", dir, err)
+		}
+		return nil, fmt.Errorf("open badger database %s (another sou node using this --data? corrupt files?): %w", dir, err)
+	}
+	return db, nil
+}
+
+// runValueLogGC reclaims value-log space left by deleted and rewritten pages
+// until ctx ends.
+func runValueLogGC(ctx context.Context, db *badger.DB, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for db.RunValueLogGC(0.5) == nil {
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// badgerLogger routes Badger's own logging into slog.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any) {
+	l.log.Error(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (l badgerLogger) Warningf(f string, a ...any) {
+	l.log.Warn(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (l badgerLogger) Infof(f string, a ...any) {
+	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (l badgerLogger) Debugf(f string, a ...any) {
+	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}

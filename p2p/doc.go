@@ -1,0 +1,138 @@
+// Package p2p owns the libp2p host, the Kademlia DHT, the membership view,
+// host ownership by keyspace, and the wire protocols (URL forwarding, search
+// transport, handoff, replication). It knows nothing of crawling or ranking:
+// payloads it does not need to understand are opaque bytes. It imports
+// libp2p, Badger and the standard library only (plus golang.org/x/time/rate).
+//
+// # Host
+//
+// One libp2p host per node with a persistent Ed25519 identity in
+// DataDir/identity.key (created 0600 on first start; an empty DataDir gives
+// an ephemeral identity). Transports: TCP and QUIC (v1), listening by
+// default on 0.0.0.0 and :: with port 0. Connection manager (low/high
+// watermarks; live members are protected from trimming). With Config.PSK
+// the node runs a libp2p private network (pnet): libp2p's QUIC transport
+// refuses private networks, so QUIC is not configured and UDP listen
+// addresses are dropped (logged) — a private network is TCP only.
+// WithHost lets the WAN simulator supply a mocknet host; the node then
+// does not close it.
+//
+// # NAT traversal
+//
+// Enabled: NATPortMap (UPnP/NAT-PMP), AutoNAT v1 service for others plus
+// AutoNAT v2 client, circuit relay v2 transport (EnableRelay), AutoRelay fed
+// by the live members as relay candidates, hole punching (DCUtR), and the
+// relay v2 service when Config.RelayService is true (default: a publicly
+// reachable node relays for NATed ones; libp2p only activates the service
+// once AutoNAT reports public reachability, so a NATed node never offers
+// it). libp2p's dialer prefers direct addresses; relayed (limited)
+// connections are accepted for our protocols, and DCUtR upgrades them to
+// direct ones when the hole punch succeeds.
+//
+// What the loopback testnet can exercise: the whole stack is configured
+// and started in every test and testnet node (so option conflicts, e.g.
+// PSK with QUIC, surface), TCP and QUIC on 127.0.0.x, direct dialing, mDNS
+// on a host with multicast, private networks. What it cannot: there is no
+// NAT between loopback addresses, so AutoNAT reports no public
+// reachability change worth acting on, no relay reservation is needed and
+// no hole punch happens; UPnP port mapping needs a real gateway. Relay and
+// hole punching are therefore untested here beyond start-up; exercising
+// them needs network namespaces with NAT rules (or real machines) — not
+// done.
+//
+// # Membership
+//
+// The DHT (server mode, protocol prefix "/sou/<network>", providers and
+// values disabled: it is used only for its routing table and peer
+// discovery) is bootstrapped from Config.Bootstrap and, when enabled, mDNS
+// (service "sou-<network>"). Routing-table peers that are not yet members
+// are dialed so that gossip reaches them. Liveness comes from a heartbeat
+// published every HeartbeatInterval on the GossipSub topic
+// "sou/<network>/members/1" (signed by the origin, validated: size-capped,
+// decoded, rate-limited per origin) carrying addresses and Load. A member
+// silent for MemberTimeout is dropped; a node that closes cleanly publishes a
+// "leaving" heartbeat and is dropped at once. Every change is a
+// MemberEvent (Joined, Left) on Events(), queued without bound so nothing is
+// lost to a slow reader. Presets: LAN 500 ms / 3 s, WAN 5 s / 30 s.
+//
+// # Ownership
+//
+// A peer's key is sha256(peer ID bytes) (kbucket.ConvertPeerID); a host's
+// key is sha256(lowercased host[:port]). Owner = the live member (self
+// included) XOR-closest to the host key; Replicas = the R closest, owner
+// first. OwnerOf is the pure function used by tests and reports.
+//
+// # URL forwarding
+//
+// Forward groups records by owner (this node's view): own records go to
+// the URL handler directly, others are appended to a durable per-peer
+// outbox. One sender goroutine per peer drains its outbox oldest first, in
+// batches of up to BatchMaxURLs (lingering BatchDelay to fill them), one
+// batch in flight per peer (the ack is the flow control); records leave the
+// outbox only after the receiver acknowledges, which it does after its
+// handler made them durable. Failures back off exponentially (RetryMin to
+// RetryMax, ±20% jitter). If the peer stops being a member, its outbox is
+// re-routed to the owners by the current view (after a grace of
+// 2×MemberTimeout after start, so a restarted node first hears heartbeats).
+// Delivery is at-least-once: a lost ack means a resend, so the receiver
+// (node) deduplicates against its URL-seen set.
+//
+// A receiver hands the records it owns (by its view) to the handler and
+// re-forwards the rest to the closest member it knows with Hops+1, dropping
+// (and logging, counting) records past MaxHops. The closest member known is
+// strictly closer to the host than the forwarding node, so chains cannot
+// loop and views that differ briefly converge on one owner.
+//
+// # Protocols and wire formats (all IDs versioned, all include the network)
+//
+// Every stream carries one request frame and one response frame: a uvarint
+// length then the bytes, capped by MaxMessageBytes. Every payload starts
+// with a version byte (1). Responses: version, status (0 ok, 1 error), then
+// the body or an error text (≤ 1 KiB). Malformed input resets the stream
+// and is counted (Stats.RejectedMessages); it never panics (fuzzed).
+//
+//   - /sou/<network>/urls/1.0.0: version, then a raw DEFLATE stream of a
+//     columnar batch sorted by URL: count; URLs front-coded (shared prefix
+//     length with the previous URL, suffix); anchors; source hosts (0 = same
+//     as previous); cash as float64 bits; depth; hops. Inflation is capped at
+//     MaxMessageBytes (compression bombs cost nothing). Measured: 1,000 URLs
+//     from one site with random slugs and short anchors take 22.6 bytes/URL
+//     on the stream (frame header and payload; yamux/noise/TCP overhead not
+//     counted).
+//   - /sou/<network>/search/1.0.0: version, uvarint timeout in ms (the
+//     caller's remaining time, relative so clocks need not agree; the
+//     handler's ctx ends with it), opaque request. The caller's Request
+//     returns at its ctx deadline whatever the peer does.
+//   - /sou/<network>/deliver/1.0.0: version, topic (uvarint length, ≤ 128
+//     bytes), opaque payload; acked after the topic's handler returns nil.
+//     Send retries transport failures until ctx ends, returns handler errors
+//     as *RemoteError. Not durable: the caller keeps its data until Send
+//     returns nil. Batch payloads: each message counts against the peer rate.
+//   - /sou/<network>/claim/1.0.0: version, hops, key, value; routed greedily
+//     to the member closest to sha256(key), which stores the first value and
+//     returns it forever after (first writer wins).
+//   - heartbeat (pubsub): version, flags (bit 0 leaving), sender time in ms,
+//     addresses (≤ 64, binary multiaddrs), load (pages, frontier, hosts,
+//     outbox depth) as uvarints.
+//
+// # Limits
+//
+// Every inbound stream costs one token of a per-peer token bucket
+// (PeerRate, PeerBurst); a peer that empties it is throttled — all its
+// streams reset — for ThrottleFor (Stats.ThrottledMessages, ThrottleEvents,
+// ThrottledPeers). Heartbeats are limited per origin to 4 per interval.
+// Field caps: URL 8 KiB, anchor 1 KiB, source host 300 B, 100,000 records
+// per batch, claim key 1 KiB, value 8 KiB; gossip messages 64 KiB.
+//
+// # Badger keys (all under "p:")
+//
+//   - "p:o/<peer ID base58>/<seq 8 bytes big-endian>" -> one outbox record
+//     (version, URL, anchor, source host, cash bits, depth, hops). seq is
+//     global and monotonic; restored from the largest key at start.
+//   - "p:c/<sha256(key) 32 bytes>" -> the winning value of a claim. Claims are
+//     kept forever and are not replicated: if the member holding a claim
+//     dies, the next-closest member starts without it, so one duplicate may
+//     then slip through.
+//
+// Durability of both follows the DB's SyncWrites option.
+package p2p

@@ -1,0 +1,357 @@
+package p2p
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"golang.org/x/time/rate"
+)
+
+// Member is one live member of the network as this node sees it.
+type Member struct {
+	ID       peer.ID
+	Addrs    []ma.Multiaddr
+	Load     Load
+	LastSeen time.Time
+	// Key is the member's point in the keyspace: sha256(peer ID bytes).
+	Key [32]byte
+}
+
+// EventKind says what happened to a member.
+type EventKind int
+
+const (
+	// Joined: a member was heard from for the first time (or again after
+	// it had been dropped).
+	Joined EventKind = iota + 1
+	// Left: a member announced departure or missed heartbeats for
+	// MemberTimeout.
+	Left
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Joined:
+		return "joined"
+	case Left:
+		return "left"
+	}
+	return "unknown"
+}
+
+// MemberEvent is a change of the membership view.
+type MemberEvent struct {
+	Kind   EventKind
+	Member Member
+	At     time.Time
+}
+
+// Events delivers membership changes in order. The channel is closed by
+// Close. Events queue without bound inside the node, so a slow reader
+// loses nothing.
+func (n *Node) Events() <-chan MemberEvent { return n.events }
+
+// SetLoad sets what the heartbeat announces (OutboxDepth is filled in by
+// p2p).
+func (n *Node) SetLoad(l Load) {
+	n.mu.Lock()
+	n.load = l
+	n.mu.Unlock()
+}
+
+// Members returns the live members, this node included, sorted by ID.
+func (n *Node) Members() []Member {
+	n.mu.Lock()
+	out := make([]Member, 0, len(n.members)+1)
+	self := Member{ID: n.h.ID(), Addrs: n.h.Addrs(), Load: n.load, LastSeen: n.clock.Now(), Key: PeerKey(n.h.ID())}
+	self.Load.OutboxDepth = uint64(max(n.depth.Load(), 0))
+	out = append(out, self)
+	for _, m := range n.members {
+		c := *m
+		c.Addrs = slices.Clone(m.Addrs)
+		out = append(out, c)
+	}
+	n.mu.Unlock()
+	slices.SortFunc(out, func(a, b Member) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// memberIDs is the current view as IDs, self included.
+func (n *Node) memberIDs() []peer.ID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ids := make([]peer.ID, 0, len(n.members)+1)
+	ids = append(ids, n.h.ID())
+	for id := range n.members {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (n *Node) isMember(p peer.ID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.members[p]
+	return ok
+}
+
+// Owner is the owner of host by this node's view.
+func (n *Node) Owner(host string) peer.ID { return OwnerOf(n.memberIDs(), host) }
+
+// Replicas is the R closest live members to host, owner first.
+func (n *Node) Replicas(host string) []peer.ID {
+	return ReplicasOf(n.memberIDs(), host, n.cfg.Replicas)
+}
+
+// IsOwner reports whether this node owns host by its own view.
+func (n *Node) IsOwner(host string) bool { return n.Owner(host) == n.h.ID() }
+
+func (n *Node) nowMs() uint64 { return uint64(max(time.Now().UnixMilli(), 0)) }
+
+func (n *Node) emit(ev MemberEvent) {
+	n.evMu.Lock()
+	n.evQueue = append(n.evQueue, ev)
+	n.evMu.Unlock()
+	select {
+	case n.evSignal <- struct{}{}:
+	default:
+	}
+}
+
+// eventPump moves queued events to the public channel so that emitters
+// never block on a slow reader.
+func (n *Node) eventPump() {
+	defer close(n.events)
+	for {
+		n.evMu.Lock()
+		q := n.evQueue
+		n.evQueue = nil
+		n.evMu.Unlock()
+		for _, ev := range q {
+			select {
+			case n.events <- ev:
+			case <-n.ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-n.evSignal:
+		case <-n.ctx.Done():
+			return
+		}
+	}
+}
+
+func (n *Node) heartbeatLoop() {
+	t := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		n.publishHeartbeat()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) publishHeartbeat() {
+	n.mu.Lock()
+	l := n.load
+	n.mu.Unlock()
+	l.OutboxDepth = uint64(max(n.depth.Load(), 0))
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HeartbeatInterval)
+	defer cancel()
+	n.hbMu.Lock()
+	defer n.hbMu.Unlock()
+	if n.leaving {
+		return
+	}
+	hb := heartbeat{SentMs: n.nowMs(), Addrs: n.h.Addrs(), Load: l}
+	if err := n.topic.Publish(ctx, encodeHeartbeat(hb)); err != nil && n.ctx.Err() == nil {
+		n.log.Debug("publish heartbeat", "err", err)
+	}
+}
+
+// validateHeartbeat runs inside pubsub before a message is relayed: bad
+// or flooding origins are rejected (which also lowers the relaying peer's
+// gossipsub score).
+func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	origin := msg.GetFrom()
+	if origin == n.h.ID() {
+		return pubsub.ValidationAccept
+	}
+	if !n.allowHeartbeat(origin) {
+		return pubsub.ValidationIgnore
+	}
+	hb, err := decodeHeartbeat(msg.Data)
+	if err != nil {
+		n.st.rejected.Add(1)
+		return pubsub.ValidationReject
+	}
+	msg.ValidatorData = hb
+	return pubsub.ValidationAccept
+}
+
+// allowHeartbeat rate-limits heartbeats per origin: a member sends one per
+// HeartbeatInterval, so a few times that rate is plenty.
+func (n *Node) allowHeartbeat(origin peer.ID) bool {
+	key := "hb/" + origin
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiters[key]
+	if l == nil {
+		every := rate.Every(n.cfg.HeartbeatInterval / 4)
+		l = &peerLimit{lim: rate.NewLimiter(every, 8)}
+		n.limiters[key] = l
+	}
+	l.lastUsed = time.Now()
+	if !l.lim.Allow() {
+		n.st.throttledMessages.Add(1)
+		return false
+	}
+	return true
+}
+
+func (n *Node) receiveHeartbeats() {
+	for {
+		msg, err := n.sub.Next(n.ctx)
+		if err != nil {
+			return
+		}
+		from := msg.GetFrom()
+		if from == n.h.ID() {
+			continue
+		}
+		hb, ok := msg.ValidatorData.(heartbeat)
+		if !ok {
+			continue
+		}
+		n.onHeartbeat(from, hb)
+	}
+}
+
+func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
+	if n.opts.viewFilter != nil && !n.opts.viewFilter(string(from)) {
+		return
+	}
+	now := n.clock.Now()
+	var ev *MemberEvent
+	n.mu.Lock()
+	if hb.SentMs <= n.tombstones[from] || hb.SentMs < n.lastSent[from] {
+		n.mu.Unlock()
+		return // older than a leave or a newer heartbeat: a late duplicate
+	}
+	n.lastSent[from] = hb.SentMs
+	m, known := n.members[from]
+	switch {
+	case hb.Leaving:
+		n.tombstones[from] = hb.SentMs
+		if known {
+			delete(n.members, from)
+			ev = &MemberEvent{Kind: Left, Member: *m, At: now}
+		}
+	case known:
+		m.Addrs, m.Load, m.LastSeen = hb.Addrs, hb.Load, now
+	default:
+		m = &Member{ID: from, Addrs: hb.Addrs, Load: hb.Load, LastSeen: now, Key: PeerKey(from)}
+		n.members[from] = m
+		ev = &MemberEvent{Kind: Joined, Member: *m, At: now}
+	}
+	n.mu.Unlock()
+	if !hb.Leaving && len(hb.Addrs) > 0 {
+		n.h.Peerstore().AddAddrs(from, hb.Addrs, 3*n.cfg.MemberTimeout)
+	}
+	if ev == nil {
+		return
+	}
+	if ev.Kind == Joined {
+		n.h.ConnManager().Protect(from, "sou-member")
+		n.log.Info("member joined", "peer", from)
+		n.wakeSender(from) // an outbox may have been waiting for it
+	} else {
+		n.h.ConnManager().Unprotect(from, "sou-member")
+		n.log.Info("member left", "peer", from)
+		n.abortSend(from)
+		n.wakeSender(from) // its outbox is re-routed
+	}
+	n.emit(*ev)
+}
+
+// maintenanceLoop drops silent members, keeps connections to DHT routing
+// table peers (so gossip reaches them), and prunes rate limiters.
+func (n *Node) maintenanceLoop() {
+	t := time.NewTicker(max(n.cfg.HeartbeatInterval/2, 10*time.Millisecond))
+	defer t.Stop()
+	lastPrune, lastDial := time.Now(), time.Time{}
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.expireMembers()
+		if time.Since(lastDial) > 2*n.cfg.HeartbeatInterval {
+			lastDial = time.Now()
+			n.dialRoutingTable()
+		}
+		if time.Since(lastPrune) > time.Minute {
+			lastPrune = time.Now()
+			n.pruneLimiters()
+		}
+	}
+}
+
+func (n *Node) expireMembers() {
+	now := n.clock.Now()
+	var gone []Member
+	n.mu.Lock()
+	for id, m := range n.members {
+		if now.Sub(m.LastSeen) > n.cfg.MemberTimeout {
+			delete(n.members, id)
+			gone = append(gone, *m)
+		}
+	}
+	n.mu.Unlock()
+	for _, m := range gone {
+		n.h.ConnManager().Unprotect(m.ID, "sou-member")
+		n.log.Info("member timed out", "peer", m.ID, "last_seen", m.LastSeen)
+		n.emit(MemberEvent{Kind: Left, Member: m, At: now})
+		n.abortSend(m.ID)
+		n.wakeSender(m.ID)
+	}
+}
+
+// dialRoutingTable connects to routing-table peers that are neither
+// members nor connected: the DHT discovers them, the heartbeat confirms
+// them once pubsub runs over the connection.
+func (n *Node) dialRoutingTable() {
+	for _, p := range n.kad.RoutingTable().ListPeers() {
+		if n.isMember(p) || n.h.Network().Connectedness(p) == network.Connected {
+			continue
+		}
+		if _, busy := n.dialing.LoadOrStore(p, true); busy {
+			continue
+		}
+		ai := n.h.Peerstore().PeerInfo(p)
+		n.goLoop(func() {
+			defer n.dialing.Delete(ai.ID)
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			defer cancel()
+			_ = n.h.Connect(ctx, ai)
+		})
+	}
+}

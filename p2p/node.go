@@ -1,0 +1,765 @@
+package p2p
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	"golang.org/x/time/rate"
+)
+
+// Node is one member of a sou network: a libp2p host with its DHT,
+// membership view, outboxes and protocol handlers.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	db    *badger.DB
+	clock Clock
+	opts  options
+
+	h        host.Host
+	ownsHost bool
+	kad      *dht.IpfsDHT
+	ps       *pubsub.PubSub
+	topic    *pubsub.Topic
+	sub      *pubsub.Subscription
+	mdns     interface{ Close() error }
+
+	protoURLs, protoSearch, protoDeliver, protoClaim protocol.ID
+	topicName                                        string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	start  time.Time
+
+	mu         sync.Mutex
+	members    map[peer.ID]*Member
+	tombstones map[peer.ID]uint64 // SentMs of a member's leave message
+	lastSent   map[peer.ID]uint64
+	load       Load
+	urlH       func(ctx context.Context, from peer.ID, recs []URLRecord) error
+	searchH    func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
+	deliverH   map[string]func(ctx context.Context, from peer.ID, payload []byte) error
+
+	evMu     sync.Mutex
+	evQueue  []MemberEvent
+	evSignal chan struct{}
+	events   chan MemberEvent
+
+	limMu    sync.Mutex
+	limiters map[peer.ID]*peerLimit
+
+	obMu     sync.Mutex
+	senders  map[peer.ID]*senderSignals
+	inflight map[peer.ID]context.CancelFunc
+	seq      atomic.Uint64
+	depth    atomic.Int64
+
+	claimMu sync.Mutex
+	hbMu    sync.Mutex
+	leaving bool
+	dialing sync.Map // peer.ID -> true while a routing-table dial runs
+
+	st counters
+}
+
+type peerLimit struct {
+	lim            *rate.Limiter
+	throttledUntil time.Time
+	lastUsed       time.Time
+}
+
+type counters struct {
+	urlsForwarded, urlsReceived, urlsReforwarded, urlsDropped, urlsInvalid atomic.Uint64
+	batchesSent, batchesReceived, forwardBytes, receivedBytes              atomic.Uint64
+	sendFailures, rejected, throttledMessages, throttleEvents              atomic.Uint64
+	maxHops                                                                atomic.Int64
+}
+
+// Stats is a snapshot of the node's counters.
+type Stats struct {
+	URLsForwarded   uint64 // records acknowledged by the peer they were sent to
+	URLsReceived    uint64 // records received in batches (owned or not)
+	URLsReforwarded uint64 // received records passed on greedily to a closer member
+	URLsDropped     uint64 // records dropped because they exceeded MaxHops
+	URLsInvalid     uint64 // records refused by Forward (caps, encoding)
+	BatchesSent     uint64
+	BatchesReceived uint64
+	// ForwardBytes counts URL batch frames as written to streams by this
+	// node (length prefix + compressed payload); transport overhead
+	// (yamux, noise/TLS, TCP/IP) is not included.
+	ForwardBytes  uint64
+	ReceivedBytes uint64
+	MaxHopsSeen   int
+	SendFailures  uint64 // failed batch deliveries (retried later)
+	// RejectedMessages counts malformed messages (stream reset).
+	RejectedMessages uint64
+	// ThrottledMessages counts messages refused by per-peer rate limits;
+	// ThrottleEvents counts how often a peer was put into the penalty box;
+	// ThrottledPeers is how many are in it now.
+	ThrottledMessages uint64
+	ThrottleEvents    uint64
+	ThrottledPeers    int
+	OutboxDepth       int
+	Members           int
+}
+
+// New starts a node: host (unless WithHost), DHT, membership gossip,
+// protocol handlers, and the senders of any outbox left from a previous run.
+// db must stay open until Close has returned.
+func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts ...Option) (*Node, error) {
+	if db == nil {
+		return nil, errors.New("p2p: nil badger DB")
+	}
+	if err := cfg.fillDefaults(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = realClock{}
+	}
+	n := &Node{
+		cfg: cfg, log: log.With("pkg", "p2p"), db: db, clock: o.clock, opts: o,
+		members:    map[peer.ID]*Member{},
+		tombstones: map[peer.ID]uint64{},
+		lastSent:   map[peer.ID]uint64{},
+		deliverH:   map[string]func(context.Context, peer.ID, []byte) error{},
+		evSignal:   make(chan struct{}, 1),
+		events:     make(chan MemberEvent, 256),
+		limiters:   map[peer.ID]*peerLimit{},
+		senders:    map[peer.ID]*senderSignals{},
+		inflight:   map[peer.ID]context.CancelFunc{},
+		start:      time.Now(),
+	}
+	base := "/sou/" + cfg.Network
+	n.protoURLs = protocol.ID(base + "/urls/1.0.0")
+	n.protoSearch = protocol.ID(base + "/search/1.0.0")
+	n.protoDeliver = protocol.ID(base + "/deliver/1.0.0")
+	n.protoClaim = protocol.ID(base + "/claim/1.0.0")
+	n.topicName = "sou/" + cfg.Network + "/members/1"
+	// The node's goroutines live until Close, not until the caller's ctx
+	// (which may be a startup deadline).
+	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	if err := n.startHost(ctx); err != nil {
+		n.cancel()
+		return nil, err
+	}
+	if err := n.startRest(ctx); err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) startHost(ctx context.Context) error {
+	if n.opts.host != nil {
+		n.h = n.opts.host
+		return nil
+	}
+	priv, err := loadOrCreateIdentity(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	listen := n.cfg.Listen
+	if len(listen) == 0 {
+		listen = []string{
+			"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0",
+			"/ip4/0.0.0.0/udp/0/quic-v1", "/ip6/::/udp/0/quic-v1",
+		}
+	}
+	if n.cfg.PSK != nil {
+		kept := listen[:0:0]
+		for _, a := range listen {
+			if strings.Contains(a, "/udp/") {
+				n.log.Info("dropping UDP listen address: QUIC does not support private networks", "addr", a)
+				continue
+			}
+			kept = append(kept, a)
+		}
+		listen = kept
+		if len(listen) == 0 {
+			return errors.New("p2p: with a PSK only TCP listen addresses are usable, none given")
+		}
+	}
+	cm, err := connmgr.NewConnManager(n.cfg.ConnLow, n.cfg.ConnHigh, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		return fmt.Errorf("p2p: connection manager: %w", err)
+	}
+	lopts := []libp2p.Option{
+		libp2p.Identity(priv),
+		libp2p.ListenAddrStrings(listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.ConnectionManager(cm),
+		libp2p.UserAgent("sou/" + n.cfg.Network),
+		libp2p.NATPortMap(),
+		libp2p.EnableRelay(),
+		libp2p.EnableHolePunching(),
+		libp2p.EnableNATService(),
+		libp2p.EnableAutoNATv2(),
+		// A NATed node finds relays among the members it already knows.
+		libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates),
+	}
+	if n.cfg.PSK != nil {
+		lopts = append(lopts, libp2p.PrivateNetwork(pnet.PSK(n.cfg.PSK)))
+	} else {
+		lopts = append(lopts, libp2p.Transport(quic.NewTransport))
+	}
+	if n.cfg.RelayService {
+		lopts = append(lopts, libp2p.EnableRelayService())
+	}
+	h, err := libp2p.New(lopts...)
+	if err != nil {
+		return fmt.Errorf("p2p: start libp2p host: %w", err)
+	}
+	n.h = h
+	n.ownsHost = true
+	return nil
+}
+
+// relayCandidates feeds AutoRelay with live members (only public ones can
+// actually serve as relays; AutoRelay checks that itself).
+func (n *Node) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInfo {
+	ch := make(chan peer.AddrInfo, num)
+	n.mu.Lock()
+	for id, m := range n.members {
+		if len(ch) == num {
+			break
+		}
+		ch <- peer.AddrInfo{ID: id, Addrs: m.Addrs}
+	}
+	n.mu.Unlock()
+	close(ch)
+	return ch
+}
+
+func (n *Node) startRest(ctx context.Context) error {
+	if err := n.loadOutboxState(); err != nil {
+		return err
+	}
+	n.h.SetStreamHandler(n.protoURLs, n.streamHandler(n.handleURLs))
+	n.h.SetStreamHandler(n.protoSearch, n.streamHandler(n.handleSearch))
+	n.h.SetStreamHandler(n.protoDeliver, n.streamHandler(n.handleDeliver))
+	n.h.SetStreamHandler(n.protoClaim, n.streamHandler(n.handleClaim))
+
+	var boot []peer.AddrInfo
+	for _, s := range n.cfg.Bootstrap {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return fmt.Errorf("p2p: bootstrap address %q: %w", s, err)
+		}
+		ai, err := peer.AddrInfoFromP2pAddr(a)
+		if err != nil {
+			return fmt.Errorf("p2p: bootstrap address %q needs /p2p/<id>: %w", s, err)
+		}
+		if ai.ID != n.h.ID() {
+			boot = append(boot, *ai)
+		}
+	}
+	kad, err := dht.New(n.h,
+		dht.Mode(dht.ModeServer),
+		dht.ProtocolPrefix(protocol.ID("/sou/"+n.cfg.Network)),
+		dht.BootstrapPeers(boot...),
+		dht.DisableProviders(),
+		dht.DisableValues(),
+	)
+	if err != nil {
+		return fmt.Errorf("p2p: start DHT: %w", err)
+	}
+	n.kad = kad
+
+	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
+		pubsub.WithMaxMessageSize(64<<10),
+		pubsub.WithPeerExchange(true),
+	)
+	if err != nil {
+		return fmt.Errorf("p2p: start gossipsub: %w", err)
+	}
+	n.ps = ps
+	if err := ps.RegisterTopicValidator(n.topicName, pubsub.ValidatorEx(n.validateHeartbeat)); err != nil {
+		return fmt.Errorf("p2p: register heartbeat validator: %w", err)
+	}
+	if n.topic, err = ps.Join(n.topicName); err != nil {
+		return fmt.Errorf("p2p: join %s: %w", n.topicName, err)
+	}
+	if n.sub, err = n.topic.Subscribe(); err != nil {
+		return fmt.Errorf("p2p: subscribe %s: %w", n.topicName, err)
+	}
+
+	if n.cfg.MDNS && n.ownsHost {
+		svc := mdns.NewMdnsService(n.h, "sou-"+n.cfg.Network, mdnsNotifee{n})
+		if err := svc.Start(); err != nil {
+			n.log.Warn("mDNS unavailable", "err", err)
+		} else {
+			n.mdns = svc
+		}
+	}
+
+	n.goLoop(n.eventPump)
+	n.goLoop(n.receiveHeartbeats)
+	n.goLoop(n.heartbeatLoop)
+	n.goLoop(n.maintenanceLoop)
+	n.goLoop(func() { n.bootstrap(boot) })
+	n.startPendingSenders()
+	return nil
+}
+
+func (n *Node) goLoop(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+type mdnsNotifee struct{ n *Node }
+
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	if ai.ID == m.n.h.ID() || m.n.closed.Load() {
+		return
+	}
+	m.n.goLoop(func() {
+		ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
+		defer cancel()
+		if err := m.n.h.Connect(ctx, ai); err != nil {
+			m.n.log.Debug("mDNS peer unreachable", "peer", ai.ID, "err", err)
+		}
+	})
+}
+
+// bootstrap connects to the bootstrap peers (retrying until at least one
+// answers) and starts the DHT's routing table refresh.
+func (n *Node) bootstrap(boot []peer.AddrInfo) {
+	backoff := n.cfg.RetryMin
+	for len(boot) > 0 {
+		ok := 0
+		for _, ai := range boot {
+			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+			err := n.h.Connect(ctx, ai)
+			cancel()
+			if err != nil {
+				n.log.Debug("bootstrap peer unreachable", "peer", ai.ID, "err", err)
+				continue
+			}
+			ok++
+		}
+		if ok > 0 || n.ctx.Err() != nil {
+			break
+		}
+		if !sleepCtx(n.ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, n.cfg.RetryMax)
+	}
+	if err := n.kad.Bootstrap(n.ctx); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("DHT bootstrap", "err", err)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Close announces departure, stops every goroutine, and closes the DHT,
+// pubsub and (if it built it) the host. The Badger DB stays open: it
+// belongs to the caller. Outbox contents survive for the next start.
+func (n *Node) Close() error {
+	return n.close(true)
+}
+
+func (n *Node) close(announce bool) error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	// Barrier: kickSender checks closed under obMu, so no sender starts
+	// (wg.Add) once Close proceeds to wg.Wait.
+	n.obMu.Lock()
+	n.obMu.Unlock() //nolint:staticcheck // empty critical section is the barrier
+
+	if announce && n.topic != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// Under hbMu no regular heartbeat can follow the leave message.
+		n.hbMu.Lock()
+		n.leaving = true
+		err := n.topic.Publish(ctx, encodeHeartbeat(heartbeat{Leaving: true, SentMs: n.nowMs()}))
+		n.hbMu.Unlock()
+		cancel()
+		// Publish only queues the message; give it a moment to reach the
+		// wire before the connections close (else peers time us out).
+		n.mu.Lock()
+		others := len(n.members)
+		n.mu.Unlock()
+		if err == nil && others > 0 {
+			time.Sleep(min(n.cfg.HeartbeatInterval, 150*time.Millisecond))
+		}
+	}
+	var errs []error
+	if n.h != nil {
+		for _, p := range []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim} {
+			n.h.RemoveStreamHandler(p)
+		}
+	}
+	if n.mdns != nil {
+		errs = append(errs, n.mdns.Close())
+	}
+	if n.sub != nil {
+		n.sub.Cancel()
+	}
+	n.cancel()
+	if n.topic != nil {
+		// Topic.Close refuses while handlers are active; cancellation of the
+		// pubsub context tears it down anyway.
+		_ = n.topic.Close()
+	}
+	if n.kad != nil {
+		errs = append(errs, n.kad.Close())
+	}
+	if n.ownsHost && n.h != nil {
+		errs = append(errs, n.h.Close())
+	}
+	n.wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("p2p: close: %w", err)
+	}
+	return nil
+}
+
+// ID is this node's peer ID.
+func (n *Node) ID() peer.ID { return n.h.ID() }
+
+// Host exposes the libp2p host (for metrics or the simulator).
+func (n *Node) Host() host.Host { return n.h }
+
+// Addrs returns the node's addresses including /p2p/<id>, ready to be
+// used as bootstrap addresses by other nodes.
+func (n *Node) Addrs() []ma.Multiaddr {
+	out, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.h.ID(), Addrs: n.h.Addrs()})
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// OutboxDepth is the number of URL records waiting in outboxes.
+func (n *Node) OutboxDepth() int { return int(n.depth.Load()) }
+
+// Stats returns a snapshot of the counters.
+func (n *Node) Stats() Stats {
+	now := time.Now()
+	throttled := 0
+	n.limMu.Lock()
+	for _, l := range n.limiters {
+		if now.Before(l.throttledUntil) {
+			throttled++
+		}
+	}
+	n.limMu.Unlock()
+	n.mu.Lock()
+	members := len(n.members) + 1
+	n.mu.Unlock()
+	return Stats{
+		URLsForwarded:     n.st.urlsForwarded.Load(),
+		URLsReceived:      n.st.urlsReceived.Load(),
+		URLsReforwarded:   n.st.urlsReforwarded.Load(),
+		URLsDropped:       n.st.urlsDropped.Load(),
+		URLsInvalid:       n.st.urlsInvalid.Load(),
+		BatchesSent:       n.st.batchesSent.Load(),
+		BatchesReceived:   n.st.batchesReceived.Load(),
+		ForwardBytes:      n.st.forwardBytes.Load(),
+		ReceivedBytes:     n.st.receivedBytes.Load(),
+		MaxHopsSeen:       int(n.st.maxHops.Load()),
+		SendFailures:      n.st.sendFailures.Load(),
+		RejectedMessages:  n.st.rejected.Load(),
+		ThrottledMessages: n.st.throttledMessages.Load(),
+		ThrottleEvents:    n.st.throttleEvents.Load(),
+		ThrottledPeers:    throttled,
+		OutboxDepth:       n.OutboxDepth(),
+		Members:           members,
+	}
+}
+
+// ---- identity ----------------------------------------------------------------
+
+// loadOrCreateIdentity reads DataDir/identity.key or creates an Ed25519 key
+// there (0600). An empty DataDir gives an ephemeral identity.
+func loadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
+	if dir == "" {
+		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: generate identity: %w", err)
+		}
+		return k, nil
+	}
+	path := filepath.Join(dir, "identity.key")
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		k, err := crypto.UnmarshalPrivateKey(raw)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: identity %s: %w", path, err)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("p2p: read identity: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("p2p: create data dir: %w", err)
+	}
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: generate identity: %w", err)
+	}
+	raw, err = crypto.MarshalPrivateKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: encode identity: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "identity.key.tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	if _, err := tmp.Write(raw); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	// Link fails if another process created the key meanwhile; then use theirs.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return loadOrCreateIdentity(dir)
+		}
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	return k, nil
+}
+
+// ---- rate limits and stream plumbing --------------------------------------------
+
+// allow charges one inbound message from p. A peer that exhausts its
+// bucket is throttled (everything refused) for ThrottleFor.
+func (n *Node) allow(p peer.ID) bool {
+	now := time.Now()
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiters[p]
+	if l == nil {
+		l = &peerLimit{lim: rate.NewLimiter(n.cfg.PeerRate, n.cfg.PeerBurst)}
+		n.limiters[p] = l
+	}
+	l.lastUsed = now
+	if now.Before(l.throttledUntil) {
+		n.st.throttledMessages.Add(1)
+		return false
+	}
+	if !l.lim.AllowN(now, 1) {
+		l.throttledUntil = now.Add(n.cfg.ThrottleFor)
+		n.st.throttledMessages.Add(1)
+		n.st.throttleEvents.Add(1)
+		n.log.Warn("peer throttled for flooding", "peer", p, "for", n.cfg.ThrottleFor)
+		return false
+	}
+	return true
+}
+
+// penalize throttles p at once: a correct peer never sends a malformed
+// message, so one is reason enough.
+func (n *Node) penalize(p peer.ID, why error) {
+	n.st.rejected.Add(1)
+	n.limMu.Lock()
+	l := n.limiters[p]
+	if l == nil {
+		l = &peerLimit{lim: rate.NewLimiter(n.cfg.PeerRate, n.cfg.PeerBurst)}
+		n.limiters[p] = l
+	}
+	l.lastUsed = time.Now()
+	l.throttledUntil = time.Now().Add(n.cfg.ThrottleFor)
+	n.limMu.Unlock()
+	n.st.throttleEvents.Add(1)
+	n.log.Warn("peer throttled for a malformed message", "peer", p, "err", why, "for", n.cfg.ThrottleFor)
+}
+
+func (n *Node) pruneLimiters() {
+	cutoff := time.Now().Add(-10 * time.Minute)
+	n.limMu.Lock()
+	for p, l := range n.limiters {
+		if l.lastUsed.Before(cutoff) && time.Now().After(l.throttledUntil) {
+			delete(n.limiters, p)
+		}
+	}
+	n.limMu.Unlock()
+}
+
+// streamHandler wraps a request handler with the common discipline: rate
+// limit, deadline, one capped frame in, one frame out. A malformed request
+// resets the stream and is counted; a handler error is sent back as text.
+func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg []byte) ([]byte, error)) network.StreamHandler {
+	return func(s network.Stream) {
+		from := s.Conn().RemotePeer()
+		if !n.allow(from) {
+			_ = s.Reset()
+			return
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+		defer stop()
+		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
+		msg, err := readFrame(bufio.NewReader(s), n.cfg.MaxMessageBytes)
+		if err != nil {
+			if errors.Is(err, errMalformed) {
+				n.penalize(from, err)
+			}
+			_ = s.Reset()
+			return
+		}
+		resp, err := handle(ctx, from, msg)
+		var out []byte
+		switch {
+		case errors.Is(err, errMalformed):
+			n.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
+			_ = s.Reset()
+			return
+		case err != nil:
+			text := err.Error()
+			if len(text) > maxErrorBytes {
+				text = text[:maxErrorBytes]
+			}
+			out = encodeResponse(statusError, []byte(text))
+		default:
+			out = encodeResponse(statusOK, resp)
+		}
+		if len(out) > n.cfg.MaxMessageBytes {
+			out = encodeResponse(statusError, []byte("response exceeds message cap"))
+		}
+		_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if err := writeFrame(s, out); err != nil {
+			_ = s.Reset()
+			return
+		}
+		_ = s.Close()
+	}
+}
+
+// RemoteError is an error reported by the remote handler (as opposed to a
+// transport failure): retrying the same message is unlikely to help.
+type RemoteError struct {
+	Peer peer.ID
+	Msg  string
+}
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("peer %s: %s", e.Peer, e.Msg) }
+
+// call sends one framed request on a new stream and waits for the framed
+// response, bounded by ctx (the stream is reset when ctx ends). wrote
+// reports the bytes written.
+func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) (resp []byte, wrote int, err error) {
+	if n.closed.Load() {
+		return nil, 0, errors.New("p2p: node closed")
+	}
+	if len(req) > n.cfg.MaxMessageBytes {
+		return nil, 0, fmt.Errorf("p2p: request of %d bytes exceeds cap %d", len(req), n.cfg.MaxMessageBytes)
+	}
+	s, err := n.h.NewStream(network.WithAllowLimitedConn(ctx, string(proto)), p, proto)
+	if err != nil {
+		return nil, 0, fmt.Errorf("p2p: open %s to %s: %w", proto, p, err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	if err := writeFrame(s, req); err != nil {
+		_ = s.Reset()
+		return nil, 0, fmt.Errorf("p2p: send to %s: %w", p, ctxErr(ctx, err))
+	}
+	wrote = len(req) + uvarintLen(uint64(len(req)))
+	if err := s.CloseWrite(); err != nil {
+		_ = s.Reset()
+		return nil, wrote, fmt.Errorf("p2p: send to %s: %w", p, ctxErr(ctx, err))
+	}
+	frame, err := readFrame(bufio.NewReader(s), n.cfg.MaxMessageBytes)
+	if err != nil {
+		_ = s.Reset()
+		return nil, wrote, fmt.Errorf("p2p: response from %s: %w", p, ctxErr(ctx, err))
+	}
+	_ = s.Close()
+	status, body, err := decodeResponse(frame)
+	if err != nil {
+		n.st.rejected.Add(1)
+		return nil, wrote, fmt.Errorf("p2p: response from %s: %w", p, err)
+	}
+	if status != statusOK {
+		return nil, wrote, &RemoteError{Peer: p, Msg: string(body)}
+	}
+	return body, wrote, nil
+}
+
+// ctxErr prefers the context's error, which explains a reset stream.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	// The stream deadline (set to ctx's) may fire a moment before ctx.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

@@ -1,0 +1,201 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// ---- search ---------------------------------------------------------------------
+
+// SetSearchHandler installs the handler of search requests (opaque bytes
+// both ways; search defines the payloads).
+func (n *Node) SetSearchHandler(h func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)) {
+	n.mu.Lock()
+	n.searchH = h
+	n.mu.Unlock()
+}
+
+// Request sends one search request to p and waits for the answer until
+// ctx's deadline. A request to this node itself calls the handler directly.
+func (n *Node) Request(ctx context.Context, p peer.ID, req []byte) ([]byte, error) {
+	if p == n.h.ID() {
+		n.mu.Lock()
+		h := n.searchH
+		n.mu.Unlock()
+		if h == nil {
+			return nil, errors.New("p2p: no search handler set")
+		}
+		return h(ctx, p, req)
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(time.Until(dl), maxSearchTimeout)
+		if timeout <= 0 {
+			return nil, fmt.Errorf("p2p: search request: %w", context.DeadlineExceeded)
+		}
+	}
+	resp, _, err := n.call(ctx, p, n.protoSearch, encodeSearchRequest(timeout, req))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: search request: %w", err)
+	}
+	return resp, nil
+}
+
+func (n *Node) handleSearch(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
+	timeout, req, err := decodeSearchRequest(msg)
+	if err != nil {
+		return nil, err
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	n.mu.Lock()
+	h := n.searchH
+	n.mu.Unlock()
+	if h == nil {
+		return nil, errors.New("no search handler")
+	}
+	return h(ctx, from, req)
+}
+
+// ---- deliver --------------------------------------------------------------------
+
+// SetDeliverHandler installs the handler for one topic of reliable
+// delivery (handoff, replication). A message is acknowledged only after
+// the handler returns nil.
+func (n *Node) SetDeliverHandler(topic string, h func(ctx context.Context, from peer.ID, payload []byte) error) {
+	n.mu.Lock()
+	n.deliverH[topic] = h
+	n.mu.Unlock()
+}
+
+// Send delivers payload to p's handler for topic and returns nil only once
+// that handler has returned nil. Transport failures are retried with
+// backoff until ctx ends; an error returned by the remote handler is not
+// retried (it comes back as *RemoteError). Send is not durable across
+// restarts: the caller keeps the data until Send succeeds (node deletes
+// handed-off pages only afterwards).
+func (n *Node) Send(ctx context.Context, p peer.ID, topic string, payload []byte) error {
+	if topic == "" || len(topic) > maxTopicBytes {
+		return fmt.Errorf("p2p: send: topic length %d out of range", len(topic))
+	}
+	if p == n.h.ID() {
+		_, err := n.handleDeliverDecoded(ctx, p, topic, payload)
+		return err
+	}
+	msg := encodeDeliver(topic, payload)
+	backoff := time.Duration(0)
+	for {
+		_, _, err := n.call(ctx, p, n.protoDeliver, msg)
+		if err == nil {
+			return nil
+		}
+		var remote *RemoteError
+		if errors.As(err, &remote) || ctx.Err() != nil || n.closed.Load() {
+			return fmt.Errorf("p2p: send %s to %s: %w", topic, p, err)
+		}
+		backoff = n.nextBackoff(backoff)
+		if !sleepCtx(ctx, backoff) {
+			return fmt.Errorf("p2p: send %s to %s: %w (last error: %v)", topic, p, ctx.Err(), err)
+		}
+	}
+}
+
+func (n *Node) handleDeliver(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
+	topic, payload, err := decodeDeliver(msg)
+	if err != nil {
+		return nil, err
+	}
+	return n.handleDeliverDecoded(ctx, from, topic, payload)
+}
+
+func (n *Node) handleDeliverDecoded(ctx context.Context, from peer.ID, topic string, payload []byte) ([]byte, error) {
+	n.mu.Lock()
+	h := n.deliverH[topic]
+	n.mu.Unlock()
+	if h == nil {
+		return nil, fmt.Errorf("no handler for topic %q", topic)
+	}
+	return nil, h(ctx, from, payload)
+}
+
+// ---- claims ----------------------------------------------------------------------
+
+// Claim keys: "p:c/<sha256(key), 32 bytes>" -> the first value claimed.
+// They are kept forever (a fingerprint stays claimed) and are not
+// replicated: if the member holding a claim leaves, the next-closest member
+// starts with no record of it, so a page may then be claimed twice.
+const claimPrefix = "p:c/"
+
+// Claim registers value under key at the member closest to sha256(key)
+// (greedy, like URL forwarding) and returns the winning value: the first
+// one ever claimed there. Use it for global duplicate suppression: a
+// caller whose value is not the winner is the duplicate.
+func (n *Node) Claim(ctx context.Context, key []byte, value string) (string, error) {
+	if len(key) == 0 || len(key) > maxClaimKeyBytes || len(value) > maxClaimValueBytes {
+		return "", fmt.Errorf("p2p: claim: key length %d or value length %d out of range", len(key), len(value))
+	}
+	return n.claim(ctx, claimRequest{Key: key, Value: value})
+}
+
+func (n *Node) claim(ctx context.Context, c claimRequest) (string, error) {
+	target := closestTo(n.memberIDs(), dataKey(c.Key))
+	if target == n.h.ID() {
+		return n.claimLocal(c.Key, c.Value)
+	}
+	if c.Hops+1 > n.cfg.MaxHops {
+		return "", fmt.Errorf("p2p: claim: hop limit %d reached", n.cfg.MaxHops)
+	}
+	c.Hops++
+	resp, _, err := n.call(ctx, target, n.protoClaim, encodeClaim(c))
+	if err != nil {
+		return "", fmt.Errorf("p2p: claim at %s: %w", target, err)
+	}
+	return string(resp), nil
+}
+
+func (n *Node) handleClaim(ctx context.Context, _ peer.ID, msg []byte) ([]byte, error) {
+	c, err := decodeClaim(msg)
+	if err != nil {
+		return nil, err
+	}
+	w, err := n.claim(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(w), nil
+}
+
+func (n *Node) claimLocal(key []byte, value string) (string, error) {
+	dk := dataKey(key)
+	k := append([]byte(claimPrefix), dk[:]...)
+	n.claimMu.Lock()
+	defer n.claimMu.Unlock()
+	winner := value
+	err := n.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(k)
+		if err == nil {
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			winner = string(v)
+			return nil
+		}
+		if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		return txn.Set(k, []byte(value))
+	})
+	if err != nil {
+		return "", fmt.Errorf("p2p: claim: %w", err)
+	}
+	return winner, nil
+}

@@ -1,0 +1,552 @@
+package p2p
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Wire formats. Every message on a stream is one frame: a uvarint length
+// followed by that many bytes, capped by Config.MaxMessageBytes. Payloads
+// start with a version byte so that formats can evolve behind the same
+// (also versioned) protocol ID.
+
+const (
+	wireVersion = 1
+
+	maxURLBytes        = 8 << 10
+	maxAnchorBytes     = 1 << 10
+	maxSourceHostBytes = 300
+	maxBatchRecords    = 100_000
+	maxDepth           = 1 << 20
+	maxAddrs           = 64
+	maxAddrBytes       = 512
+	maxTopicBytes      = 128
+	maxClaimKeyBytes   = 1 << 10
+	maxClaimValueBytes = 8 << 10
+	maxErrorBytes      = 1 << 10
+)
+
+var errMalformed = errors.New("malformed message")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+}
+
+// writeFrame writes one length-prefixed frame.
+func writeFrame(w io.Writer, payload []byte) error {
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(payload)))
+	if _, err := w.Write(append(hdr[:n:n], payload...)); err != nil {
+		return fmt.Errorf("write frame: %w", err)
+	}
+	return nil
+}
+
+// readFrame reads one length-prefixed frame of at most max bytes.
+func readFrame(r *bufio.Reader, max int) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, fmt.Errorf("read frame length: %w", err)
+	}
+	if n > uint64(max) {
+		return nil, malformed("frame of %d bytes exceeds cap %d", n, max)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, fmt.Errorf("read frame body: %w", err)
+	}
+	return buf, nil
+}
+
+// reader decodes untrusted bytes; the first error sticks and every later
+// read returns zero values, so decoders check err once at the end.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = malformed(format, args...)
+	}
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 1 {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint(max uint64, what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad varint for %s", what)
+		return 0
+	}
+	r.b = r.b[n:]
+	if v > max {
+		r.fail("%s %d exceeds %d", what, v, max)
+		return 0
+	}
+	return v
+}
+
+func (r *reader) bytes(n int, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || len(r.b) < n {
+		r.fail("truncated %s", what)
+		return nil
+	}
+	out := r.b[:n:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) lenBytes(max int, what string) []byte {
+	n := r.uvarint(uint64(max), what+" length")
+	return r.bytes(int(n), what)
+}
+
+func (r *reader) u64(what string) uint64 {
+	b := r.bytes(8, what)
+	if b == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+func (r *reader) done(what string) error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d trailing bytes after %s", len(r.b), what)
+	}
+	return r.err
+}
+
+func appendLenBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// ---- URL batches ----------------------------------------------------------
+
+// validateRecord checks one record against the caps the decoder enforces,
+// so that a sender never produces a batch its peers will reject.
+func validateRecord(r URLRecord) error {
+	switch {
+	case r.URL == "" || len(r.URL) > maxURLBytes:
+		return fmt.Errorf("url length %d out of range", len(r.URL))
+	case len(r.Anchor) > maxAnchorBytes:
+		return fmt.Errorf("anchor of %d bytes exceeds %d", len(r.Anchor), maxAnchorBytes)
+	case len(r.SourceHost) > maxSourceHostBytes:
+		return fmt.Errorf("source host of %d bytes exceeds %d", len(r.SourceHost), maxSourceHostBytes)
+	case math.IsNaN(r.Cash) || math.IsInf(r.Cash, 0) || r.Cash < 0:
+		return fmt.Errorf("cash %v must be finite and non-negative", r.Cash)
+	case r.Depth < 0 || r.Depth > maxDepth:
+		return fmt.Errorf("depth %d out of range", r.Depth)
+	case r.Hops < 0 || r.Hops > 255:
+		return fmt.Errorf("hops %d out of range", r.Hops)
+	case !utf8.ValidString(r.URL) || !utf8.ValidString(r.Anchor) || !utf8.ValidString(r.SourceHost):
+		return errors.New("record is not valid UTF-8")
+	}
+	return nil
+}
+
+// encodeURLBatch encodes records column by column (URLs front-coded in
+// sorted order, then anchors, source hosts with a same-as-previous marker,
+// cash, depth, hops) and deflates the result: columns of similar values
+// compress far better than interleaved records. The records are reordered
+// (sorted by URL); the receiver does not care about order.
+func encodeURLBatch(recs []URLRecord) ([]byte, error) {
+	sorted := slices.Clone(recs)
+	slices.SortStableFunc(sorted, func(a, b URLRecord) int { return strings.Compare(a.URL, b.URL) })
+	var body []byte
+	body = binary.AppendUvarint(body, uint64(len(sorted)))
+	prev := ""
+	for _, r := range sorted {
+		if err := validateRecord(r); err != nil {
+			return nil, fmt.Errorf("encode url batch: %w", err)
+		}
+		shared := commonPrefix(prev, r.URL)
+		body = binary.AppendUvarint(body, uint64(shared))
+		body = appendLenBytes(body, []byte(r.URL[shared:]))
+		prev = r.URL
+	}
+	for _, r := range sorted {
+		body = appendLenBytes(body, []byte(r.Anchor))
+	}
+	prevSrc := ""
+	for i, r := range sorted {
+		if i > 0 && r.SourceHost == prevSrc {
+			body = append(body, 0)
+			continue
+		}
+		body = binary.AppendUvarint(body, uint64(len(r.SourceHost))+1)
+		body = append(body, r.SourceHost...)
+		prevSrc = r.SourceHost
+	}
+	for _, r := range sorted {
+		body = binary.BigEndian.AppendUint64(body, math.Float64bits(r.Cash))
+	}
+	for _, r := range sorted {
+		body = binary.AppendUvarint(body, uint64(r.Depth))
+	}
+	for _, r := range sorted {
+		body = append(body, byte(r.Hops))
+	}
+	var out bytes.Buffer
+	out.WriteByte(wireVersion)
+	zw, err := flate.NewWriter(&out, flate.BestCompression)
+	if err != nil {
+		return nil, fmt.Errorf("encode url batch: %w", err)
+	}
+	if _, err := zw.Write(body); err != nil {
+		return nil, fmt.Errorf("encode url batch: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("encode url batch: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// decodeURLBatch decodes and validates a batch. maxBytes caps the inflated
+// size, so a compression bomb costs at most maxBytes of memory.
+func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
+	if len(msg) < 1 {
+		return nil, malformed("empty url batch")
+	}
+	if msg[0] != wireVersion {
+		return nil, malformed("url batch version %d", msg[0])
+	}
+	zr := flate.NewReader(bytes.NewReader(msg[1:]))
+	defer zr.Close()
+	body, err := io.ReadAll(io.LimitReader(zr, int64(maxBytes)+1))
+	if err != nil {
+		return nil, malformed("inflate url batch: %v", err)
+	}
+	if len(body) > maxBytes {
+		return nil, malformed("url batch inflates beyond %d bytes", maxBytes)
+	}
+	r := &reader{b: body}
+	// Each record needs at least 12 body bytes (prefix, suffix length,
+	// anchor length, source marker, 8 bytes cash, depth, hops minus the
+	// suffix), which bounds the count before anything is allocated.
+	n := int(r.uvarint(maxBatchRecords, "record count"))
+	if r.err == nil && n*12 > len(r.b) {
+		return nil, malformed("record count %d larger than body", n)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	recs := make([]URLRecord, n)
+	prev := ""
+	for i := range recs {
+		shared := int(r.uvarint(uint64(len(prev)), "shared prefix"))
+		suffix := r.lenBytes(maxURLBytes, "url suffix")
+		if r.err != nil {
+			return nil, r.err
+		}
+		u := prev[:shared] + string(suffix)
+		if u == "" || len(u) > maxURLBytes {
+			return nil, malformed("url length %d out of range", len(u))
+		}
+		recs[i].URL = u
+		prev = u
+	}
+	for i := range recs {
+		recs[i].Anchor = string(r.lenBytes(maxAnchorBytes, "anchor"))
+	}
+	prevSrc := ""
+	for i := range recs {
+		tag := r.uvarint(maxSourceHostBytes+1, "source host")
+		if tag == 0 {
+			if i == 0 {
+				r.fail("first source host refers to a previous one")
+			}
+			recs[i].SourceHost = prevSrc
+			continue
+		}
+		prevSrc = string(r.bytes(int(tag-1), "source host"))
+		recs[i].SourceHost = prevSrc
+	}
+	for i := range recs {
+		recs[i].Cash = math.Float64frombits(r.u64("cash"))
+	}
+	for i := range recs {
+		recs[i].Depth = int(r.uvarint(maxDepth, "depth"))
+	}
+	for i := range recs {
+		recs[i].Hops = int(r.byte())
+	}
+	if err := r.done("url batch"); err != nil {
+		return nil, err
+	}
+	for _, rec := range recs {
+		if err := validateRecord(rec); err != nil {
+			return nil, malformed("%v", err)
+		}
+	}
+	return recs, nil
+}
+
+// Outbox values hold one record each, uncompressed (compression happens
+// per batch on the wire).
+func encodeOutboxRecord(r URLRecord) []byte {
+	b := []byte{wireVersion}
+	b = appendLenBytes(b, []byte(r.URL))
+	b = appendLenBytes(b, []byte(r.Anchor))
+	b = appendLenBytes(b, []byte(r.SourceHost))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Cash))
+	b = binary.AppendUvarint(b, uint64(r.Depth))
+	b = binary.AppendUvarint(b, uint64(r.Hops))
+	return b
+}
+
+func decodeOutboxRecord(b []byte) (URLRecord, error) {
+	r := &reader{b: b}
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		return URLRecord{}, malformed("outbox record version %d", v)
+	}
+	var rec URLRecord
+	rec.URL = string(r.lenBytes(maxURLBytes, "url"))
+	rec.Anchor = string(r.lenBytes(maxAnchorBytes, "anchor"))
+	rec.SourceHost = string(r.lenBytes(maxSourceHostBytes, "source host"))
+	rec.Cash = math.Float64frombits(r.u64("cash"))
+	rec.Depth = int(r.uvarint(maxDepth, "depth"))
+	rec.Hops = int(r.uvarint(255, "hops"))
+	if err := r.done("outbox record"); err != nil {
+		return URLRecord{}, err
+	}
+	if err := validateRecord(rec); err != nil {
+		return URLRecord{}, malformed("%v", err)
+	}
+	return rec, nil
+}
+
+// ---- responses --------------------------------------------------------------
+
+const (
+	statusOK    = 0
+	statusError = 1
+)
+
+// encodeResponse is the reply of every request/response protocol: a status
+// byte and a body (the payload on success, an error text otherwise).
+func encodeResponse(status byte, body []byte) []byte {
+	b := []byte{wireVersion, status}
+	return append(b, body...)
+}
+
+func decodeResponse(b []byte) (status byte, body []byte, err error) {
+	r := &reader{b: b}
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		return 0, nil, malformed("response version %d", v)
+	}
+	status = r.byte()
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	if status != statusOK && status != statusError {
+		return 0, nil, malformed("response status %d", status)
+	}
+	if status == statusError && len(r.b) > maxErrorBytes {
+		return 0, nil, malformed("error text of %d bytes", len(r.b))
+	}
+	return status, r.b, nil
+}
+
+// ---- heartbeat ----------------------------------------------------------------
+
+// Load is what a member's heartbeat carries about its work. p2p does not
+// interpret it except OutboxDepth, which it fills in itself.
+type Load struct {
+	Pages       uint64
+	Frontier    uint64
+	Hosts       uint64
+	OutboxDepth uint64
+}
+
+type heartbeat struct {
+	Leaving bool
+	SentMs  uint64
+	Addrs   []ma.Multiaddr
+	Load    Load
+}
+
+func encodeHeartbeat(h heartbeat) []byte {
+	b := []byte{wireVersion}
+	var flags byte
+	if h.Leaving {
+		flags |= 1
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, h.SentMs)
+	addrs := h.Addrs
+	if len(addrs) > maxAddrs {
+		addrs = addrs[:maxAddrs]
+	}
+	b = binary.AppendUvarint(b, uint64(len(addrs)))
+	for _, a := range addrs {
+		b = appendLenBytes(b, a.Bytes())
+	}
+	b = binary.AppendUvarint(b, h.Load.Pages)
+	b = binary.AppendUvarint(b, h.Load.Frontier)
+	b = binary.AppendUvarint(b, h.Load.Hosts)
+	b = binary.AppendUvarint(b, h.Load.OutboxDepth)
+	return b
+}
+
+func decodeHeartbeat(b []byte) (heartbeat, error) {
+	r := &reader{b: b}
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		return heartbeat{}, malformed("heartbeat version %d", v)
+	}
+	var h heartbeat
+	flags := r.byte()
+	if flags&^1 != 0 {
+		r.fail("heartbeat flags %#x", flags)
+	}
+	h.Leaving = flags&1 != 0
+	h.SentMs = r.uvarint(math.MaxInt64, "timestamp")
+	n := int(r.uvarint(maxAddrs, "address count"))
+	for i := 0; i < n && r.err == nil; i++ {
+		raw := r.lenBytes(maxAddrBytes, "address")
+		if r.err != nil {
+			break
+		}
+		a, err := ma.NewMultiaddrBytes(raw)
+		if err != nil {
+			r.fail("address: %v", err)
+			break
+		}
+		h.Addrs = append(h.Addrs, a)
+	}
+	h.Load.Pages = r.uvarint(math.MaxUint64, "pages")
+	h.Load.Frontier = r.uvarint(math.MaxUint64, "frontier")
+	h.Load.Hosts = r.uvarint(math.MaxUint64, "hosts")
+	h.Load.OutboxDepth = r.uvarint(math.MaxUint64, "outbox depth")
+	if err := r.done("heartbeat"); err != nil {
+		return heartbeat{}, err
+	}
+	return h, nil
+}
+
+// ---- deliver ------------------------------------------------------------------
+
+func encodeDeliver(topic string, payload []byte) []byte {
+	b := []byte{wireVersion}
+	b = appendLenBytes(b, []byte(topic))
+	return append(b, payload...)
+}
+
+func decodeDeliver(b []byte) (topic string, payload []byte, err error) {
+	r := &reader{b: b}
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		return "", nil, malformed("deliver version %d", v)
+	}
+	t := r.lenBytes(maxTopicBytes, "topic")
+	if r.err != nil {
+		return "", nil, r.err
+	}
+	if len(t) == 0 || !utf8.Valid(t) {
+		return "", nil, malformed("bad topic")
+	}
+	return string(t), r.b, nil
+}
+
+// ---- claim ----------------------------------------------------------------------
+
+type claimRequest struct {
+	Hops  int
+	Key   []byte
+	Value string
+}
+
+func encodeClaim(c claimRequest) []byte {
+	b := []byte{wireVersion, byte(c.Hops)}
+	b = appendLenBytes(b, c.Key)
+	b = appendLenBytes(b, []byte(c.Value))
+	return b
+}
+
+func decodeClaim(b []byte) (claimRequest, error) {
+	r := &reader{b: b}
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		return claimRequest{}, malformed("claim version %d", v)
+	}
+	var c claimRequest
+	c.Hops = int(r.byte())
+	c.Key = r.lenBytes(maxClaimKeyBytes, "claim key")
+	c.Value = string(r.lenBytes(maxClaimValueBytes, "claim value"))
+	if err := r.done("claim"); err != nil {
+		return claimRequest{}, err
+	}
+	if len(c.Key) == 0 {
+		return claimRequest{}, malformed("empty claim key")
+	}
+	return c, nil
+}
+
+func newFlateWriter(w io.Writer) (*flate.Writer, error) {
+	return flate.NewWriter(w, flate.BestCompression)
+}
+
+// ---- search ---------------------------------------------------------------------
+
+// maxSearchTimeout bounds the time a remote may ask this node to work on a
+// request.
+const maxSearchTimeout = 2 * time.Minute
+
+// A search request carries the caller's remaining time (relative, so
+// clock skew does not matter) so that a shard stops working when the
+// coordinator has stopped waiting; 0 means "no deadline given".
+func encodeSearchRequest(timeout time.Duration, payload []byte) []byte {
+	b := []byte{wireVersion}
+	b = binary.AppendUvarint(b, uint64(max(timeout.Milliseconds(), 0)))
+	return append(b, payload...)
+}
+
+func decodeSearchRequest(b []byte) (time.Duration, []byte, error) {
+	r := &reader{b: b}
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		return 0, nil, malformed("search request version %d", v)
+	}
+	ms := r.uvarint(uint64(maxSearchTimeout.Milliseconds()), "timeout")
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	return time.Duration(ms) * time.Millisecond, r.b, nil
+}

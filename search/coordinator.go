@@ -1,0 +1,487 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"sou/index"
+)
+
+// Transport is how the coordinator reaches the other shards. node adapts p2p
+// to it; search knows nothing of libp2p.
+type Transport interface {
+	// Self is this node's member ID.
+	Self() string
+	// Members lists the live members, this node included.
+	Members() []string
+	// Request sends req to member and returns its answer, honouring ctx's
+	// deadline.
+	Request(ctx context.Context, member string, req []byte) ([]byte, error)
+}
+
+// CoordinatorConfig tunes the scatter-gather.
+type CoordinatorConfig struct {
+	// Deadline is the default overall time a search may take.
+	Deadline time.Duration
+	// MaxDeadline caps what a caller may ask for.
+	MaxDeadline time.Duration
+	// ShardK is the number of candidates each shard returns beyond what the
+	// requested page needs, so that global rescoring can promote a document
+	// that a shard's local statistics ranked lower.
+	ShardK int
+	// CacheEntries and CacheTTL size the result cache.
+	CacheEntries int
+	CacheTTL     time.Duration
+	// NearDupDistance is the SimHash distance at or below which two results
+	// are collapsed as near-duplicates.
+	NearDupDistance int
+	Params          Params
+}
+
+// DefaultCoordinatorConfig suits a LAN or a small WAN network.
+func DefaultCoordinatorConfig() CoordinatorConfig {
+	return CoordinatorConfig{
+		Deadline:        800 * time.Millisecond,
+		MaxDeadline:     10 * time.Second,
+		ShardK:          40,
+		CacheEntries:    500,
+		CacheTTL:        30 * time.Second,
+		NearDupDistance: 3,
+		Params:          DefaultParams(),
+	}
+}
+
+// Request is one search as a user asks it.
+type Request struct {
+	Query   string
+	Page    int // 1-based
+	N       int // results per page
+	Timeout time.Duration
+}
+
+// MaxResultsPerPage bounds Request.N.
+const MaxResultsPerPage = 100
+
+// MaxPage bounds Request.Page.
+const MaxPage = 50
+
+// Result is one ranked hit.
+type Result struct {
+	URL     string  `json:"url"`
+	Title   string  `json:"title"`
+	Snippet string  `json:"snippet"`
+	Host    string  `json:"host"`
+	Score   float64 `json:"score"`
+	Shard   string  `json:"shard"`
+	// Duplicates are other URLs with the same or nearly the same content.
+	Duplicates []string `json:"duplicates,omitempty"`
+	simhash    uint64
+}
+
+// ShardStatus says what became of one member's part of a search.
+type ShardStatus struct {
+	Member    string  `json:"member"`
+	State     string  `json:"state"` // answered, timeout, failed
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+	Hits      int     `json:"hits"`
+}
+
+// Coverage reports which members contributed.
+type Coverage struct {
+	Asked    int           `json:"asked"`
+	Answered int           `json:"answered"`
+	TimedOut int           `json:"timed_out"`
+	Failed   int           `json:"failed"`
+	Complete bool          `json:"complete"`
+	Shards   []ShardStatus `json:"shards"`
+}
+
+// Response is a page of results with its coverage.
+type Response struct {
+	Query     string    `json:"query"`
+	Terms     []string  `json:"terms"`
+	Page      int       `json:"page"`
+	N         int       `json:"n"`
+	Total     int64     `json:"total"`
+	Results   []Result  `json:"results"`
+	Coverage  Coverage  `json:"coverage"`
+	Cached    bool      `json:"cached"`
+	ElapsedMS float64   `json:"elapsed_ms"`
+	At        time.Time `json:"at"`
+}
+
+// Coordinator runs searches across the network and answers other
+// coordinators' shard requests with this node's local shard.
+type Coordinator struct {
+	local     *Local
+	transport Transport
+	cfg       CoordinatorConfig
+	analyzer  *index.Analyzer
+	cache     *resultCache
+	lat       *latencyTracker
+	// hostFilter restricts a shard answer to the hosts this node owns
+	// (replicas hold pages they must not answer for). nil = all.
+	hostFilter func(host string) bool
+}
+
+// NewCoordinator returns a coordinator over local, reaching peers through t.
+func NewCoordinator(local *Local, t Transport, cfg CoordinatorConfig, hostFilter func(string) bool) *Coordinator {
+	return &Coordinator{
+		local: local, transport: t, cfg: cfg, analyzer: index.SharedAnalyzer(),
+		cache: newResultCache(cfg.CacheEntries, cfg.CacheTTL), lat: newLatencyTracker(),
+		hostFilter: hostFilter,
+	}
+}
+
+// Invalidate empties the result cache (membership changed, or pages
+// arrived that could change answers).
+func (c *Coordinator) Invalidate() { c.cache.clear() }
+
+// PeerLatency returns the recent (EWMA) shard latency per member.
+func (c *Coordinator) PeerLatency() map[string]time.Duration { return c.lat.snapshot() }
+
+// ErrBadRequest wraps every problem with what the caller asked.
+var ErrBadRequest = errors.New("bad search request")
+
+// Search runs req across every live member with one deadline.
+func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error) {
+	start := time.Now()
+	if req.Page == 0 {
+		req.Page = 1
+	}
+	if req.N == 0 {
+		req.N = 10
+	}
+	if req.Page < 1 || req.Page > MaxPage {
+		return nil, fmt.Errorf("%w: page must be 1..%d", ErrBadRequest, MaxPage)
+	}
+	if req.N < 1 || req.N > MaxResultsPerPage {
+		return nil, fmt.Errorf("%w: n must be 1..%d", ErrBadRequest, MaxResultsPerPage)
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = c.cfg.Deadline
+	}
+	if timeout < 0 || timeout > c.cfg.MaxDeadline {
+		return nil, fmt.Errorf("%w: timeout must be between 1ms and %v", ErrBadRequest, c.cfg.MaxDeadline)
+	}
+	q, err := ParseQuery(req.Query, c.analyzer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	key := cacheKey(q, req.Page, req.N)
+	if r, ok := c.cache.get(key); ok {
+		cp := *r
+		cp.Cached = true
+		cp.ElapsedMS = msSince(start)
+		return &cp, nil
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	want := req.Page*req.N + c.cfg.ShardK
+	answers, cov := c.scatter(ctx, q, want)
+
+	// Sum collection statistics into global ones, then rescore every
+	// candidate with them: a document's score no longer depends on which
+	// shard held it.
+	global := &CollectionStats{DF: map[string]int64{}}
+	var total int64
+	for _, a := range answers {
+		global.Add(&a.res.Stats)
+		total += a.res.Total
+	}
+	var all []scored
+	for _, a := range answers {
+		for i := range a.res.Candidates {
+			cand := &a.res.Candidates[i]
+			all = append(all, scored{c: cand, shard: a.member, score: Score(c.cfg.Params, global, q, cand)})
+		}
+	}
+	results := c.merge(all)
+	resp := &Response{
+		Query: req.Query, Terms: q.Terms(), Page: req.Page, N: req.N, Total: total,
+		Coverage: cov, At: time.Now(),
+	}
+	from := (req.Page - 1) * req.N
+	if from < len(results) {
+		resp.Results = results[from:min(len(results), from+req.N)]
+	}
+	if resp.Results == nil {
+		resp.Results = []Result{}
+	}
+	resp.ElapsedMS = msSince(start)
+	if cov.Complete {
+		c.cache.put(key, resp)
+	}
+	return resp, nil
+}
+
+type scored struct {
+	c     *Candidate
+	shard string
+	score float64
+}
+
+type shardAnswer struct {
+	member string
+	res    *ShardResult
+}
+
+// scatter asks every member at once and gathers until all answered or the
+// deadline passed; a member that has not answered by then is reported, never
+// waited for.
+func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnswer, Coverage) {
+	members := c.transport.Members()
+	self := c.transport.Self()
+	type reply struct {
+		member string
+		res    *ShardResult
+		err    error
+		took   time.Duration
+	}
+	replies := make(chan reply, len(members))
+	wire, err := encodeShardRequest(q.Raw(), k)
+	for _, m := range members {
+		go func(m string) {
+			t0 := time.Now()
+			var res *ShardResult
+			var rerr error
+			switch {
+			case err != nil:
+				rerr = err
+			case m == self:
+				res, rerr = c.localShard(ctx, q, k)
+			default:
+				var b []byte
+				b, rerr = c.transport.Request(ctx, m, wire)
+				if rerr == nil {
+					res, rerr = decodeShardResponse(b)
+				}
+			}
+			replies <- reply{member: m, res: res, err: rerr, took: time.Since(t0)}
+		}(m)
+	}
+	cov := Coverage{Asked: len(members)}
+	var answers []shardAnswer
+	pending := map[string]bool{}
+	for _, m := range members {
+		pending[m] = true
+	}
+	t0 := time.Now()
+gather:
+	for range members {
+		select {
+		case r := <-replies:
+			delete(pending, r.member)
+			st := ShardStatus{Member: r.member, LatencyMS: ms(r.took)}
+			switch {
+			case r.err == nil:
+				st.State = "answered"
+				st.Hits = len(r.res.Candidates)
+				cov.Answered++
+				answers = append(answers, shardAnswer{member: r.member, res: r.res})
+				c.lat.observe(r.member, r.took)
+			case errors.Is(r.err, context.DeadlineExceeded) || ctx.Err() != nil:
+				st.State = "timeout"
+				st.Error = "no answer before the deadline"
+				cov.TimedOut++
+				c.lat.observe(r.member, r.took)
+			default:
+				st.State = "failed"
+				st.Error = r.err.Error()
+				cov.Failed++
+			}
+			cov.Shards = append(cov.Shards, st)
+		case <-ctx.Done():
+			break gather
+		}
+	}
+	for m := range pending {
+		cov.TimedOut++
+		cov.Shards = append(cov.Shards, ShardStatus{Member: m, State: "timeout", LatencyMS: msSince(t0), Error: "no answer before the deadline"})
+		c.lat.observe(m, time.Since(t0))
+	}
+	sort.Slice(cov.Shards, func(i, j int) bool { return cov.Shards[i].Member < cov.Shards[j].Member })
+	cov.Complete = cov.Answered == cov.Asked
+	return answers, cov
+}
+
+func (c *Coordinator) localShard(ctx context.Context, q *Query, k int) (*ShardResult, error) {
+	return c.local.Search(ctx, q, k, nil, c.hostFilter)
+}
+
+// HandleShardRequest answers another coordinator with this node's shard.
+func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byte, error) {
+	raw, k, err := decodeShardRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	q, err := ParseQuery(raw, c.analyzer)
+	if err != nil {
+		return nil, fmt.Errorf("parse forwarded query: %w", err)
+	}
+	res, err := c.localShard(ctx, q, k)
+	if err != nil {
+		return nil, err
+	}
+	return encodeShardResponse(res)
+}
+
+// merge orders candidates by global score (URL as the tie-break, so every
+// coordinator returns the same order) and collapses the same URL answered
+// twice and exact or near duplicate content.
+func (c *Coordinator) merge(all []scored) []Result {
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		return all[i].c.URL < all[j].c.URL
+	})
+	var out []Result
+	seenURL := map[string]int{}
+	seenHash := map[[16]byte]int{}
+	var zero [16]byte
+	for _, s := range all {
+		if i, ok := seenURL[s.c.URL]; ok {
+			_ = i
+			continue
+		}
+		if s.c.ContentHash != zero {
+			if i, ok := seenHash[s.c.ContentHash]; ok {
+				out[i].Duplicates = append(out[i].Duplicates, s.c.URL)
+				seenURL[s.c.URL] = i
+				continue
+			}
+		}
+		dup := -1
+		if s.c.SimHash != 0 {
+			for i := range out {
+				if h := out[i].simhash; h != 0 && bits.OnesCount64(h^s.c.SimHash) <= c.cfg.NearDupDistance {
+					dup = i
+					break
+				}
+			}
+		}
+		if dup >= 0 {
+			out[dup].Duplicates = append(out[dup].Duplicates, s.c.URL)
+			seenURL[s.c.URL] = dup
+			continue
+		}
+		seenURL[s.c.URL] = len(out)
+		if s.c.ContentHash != zero {
+			seenHash[s.c.ContentHash] = len(out)
+		}
+		out = append(out, Result{
+			URL: s.c.URL, Title: s.c.Title, Snippet: s.c.Snippet, Host: s.c.Host,
+			Score: s.score, Shard: s.shard, simhash: s.c.SimHash,
+		})
+	}
+	return out
+}
+
+func cacheKey(q *Query, page, n int) string {
+	return fmt.Sprintf("%s\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), page, n)
+}
+
+// Wire format of the search protocol, version 1: JSON objects, small and
+// self-describing. The query travels as its raw string and each shard parses
+// it with the same deterministic analyzer, which keeps the wire independent
+// of the query's internal form.
+const wireVersion = 1
+
+// MaxShardResponseBytes caps what a shard may send back.
+const MaxShardResponseBytes = 4 << 20
+
+type shardRequestWire struct {
+	V int    `json:"v"`
+	Q string `json:"q"`
+	K int    `json:"k"`
+}
+
+func encodeShardRequest(q string, k int) ([]byte, error) {
+	return json.Marshal(shardRequestWire{V: wireVersion, Q: q, K: k})
+}
+
+func decodeShardRequest(b []byte) (string, int, error) {
+	var w shardRequestWire
+	if len(b) > MaxQueryBytes+256 {
+		return "", 0, fmt.Errorf("shard request of %d bytes is too large", len(b))
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return "", 0, fmt.Errorf("decode shard request: %w", err)
+	}
+	if w.V != wireVersion {
+		return "", 0, fmt.Errorf("shard request version %d, want %d", w.V, wireVersion)
+	}
+	if w.K < 1 || w.K > MaxPage*MaxResultsPerPage+1000 {
+		return "", 0, fmt.Errorf("shard request k=%d out of range", w.K)
+	}
+	return w.Q, w.K, nil
+}
+
+type shardResponseWire struct {
+	V int          `json:"v"`
+	R *ShardResult `json:"r"`
+}
+
+func encodeShardResponse(r *ShardResult) ([]byte, error) {
+	return json.Marshal(shardResponseWire{V: wireVersion, R: r})
+}
+
+func decodeShardResponse(b []byte) (*ShardResult, error) {
+	if len(b) > MaxShardResponseBytes {
+		return nil, fmt.Errorf("shard response of %d bytes is too large", len(b))
+	}
+	var w shardResponseWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("decode shard response: %w", err)
+	}
+	if w.V != wireVersion || w.R == nil {
+		return nil, fmt.Errorf("shard response version %d, want %d", w.V, wireVersion)
+	}
+	if w.R.Stats.Docs < 0 || w.R.Total < 0 {
+		return nil, errors.New("shard response with negative statistics")
+	}
+	return w.R, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func msSince(t time.Time) float64 { return ms(time.Since(t)) }
+
+// latencyTracker keeps an EWMA of each member's shard latency.
+type latencyTracker struct {
+	mu  sync.Mutex
+	ewm map[string]time.Duration
+}
+
+func newLatencyTracker() *latencyTracker { return &latencyTracker{ewm: map[string]time.Duration{}} }
+
+func (l *latencyTracker) observe(m string, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.ewm[m]; ok {
+		l.ewm[m] = (old*7 + d*3) / 10
+	} else {
+		l.ewm[m] = d
+	}
+}
+
+func (l *latencyTracker) snapshot() map[string]time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]time.Duration, len(l.ewm))
+	for k, v := range l.ewm {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+// Package search owns the query language, local top-k execution against an
+// index shard, the distributed scatter-gather with global-IDF rescoring, the
+// merge, duplicate collapse and the result cache.
+//
+// # Query language (query.go)
+//
+// Terms are ANDed; "a phrase" needs consecutive positions; -word, -"phrase"
+// and -site:host exclude; a OR b (also a | b) makes alternatives of the
+// neighbouring items; site:host restricts to a host and its subdomains
+// (several are alternatives; a site without a port matches any port). Words
+// go through the index analyzer in query mode, so Chinese without spaces is
+// segmented (我们的搜索引擎 → 我们 的 搜索引擎, all required) and
+// Traditional runs become bigrams. A Query is AND of Groups, a Group an OR of
+// Clauses, a Clause a conjunction of terms with optional phrase positions.
+// Malformed input is read sensibly (invalid UTF-8 and control characters are
+// spaces, an unbalanced quote runs to the end, dangling OR is ignored, a
+// repeated item counts once); beyond MaxQueryBytes/MaxQueryRunes or
+// MaxQueryTerms, or with no positive term, ParseQuery returns an error.
+// FuzzParseQuery (seed corpus in testdata/fuzz) guards against panics.
+//
+// # Scoring (score.go)
+//
+// BM25F over title, anchor, body and URL words:
+//
+//	tf'  = Σ_f W_f·tf_f / (1 − B_f + B_f·len_f/avglen_f)
+//	term = idf·tf'·(K1+1)/(K1+tf'),  idf = ln(1 + (N − df + 0.5)/(df + 0.5))
+//	score = Σ_terms term + StaticWeight·r/(1+r)   (r = static rank ≥ 0)
+//
+// Score is one pure function; the local engine runs the same arithmetic in
+// the same order, so a coordinator rescoring a Candidate with the same
+// statistics gets the same bits. Statistics are the caller's (global) or the
+// shard's own; DF counts tombstoned postings not yet purged.
+//
+// # Local execution (local.go)
+//
+// Document-at-a-time over all required groups with block-max pruning: once
+// k hits are held, the sum of the current blocks' score bounds (per-block max
+// TF and min field length, inflated by 1e-9 against rounding) plus the
+// static-rank bound is compared with the k-th score, and a run of documents
+// whose bound cannot beat it is skipped without decoding; the term-level
+// bound ends the query early. Ties break on docID, the visiting order, so
+// the result equals exhaustive scoring (tested). Positions are decoded only
+// to verify phrases; exclusions and site:/host filters are checked per
+// candidate. Each Candidate carries per-term per-field TFs and field lengths
+// for exact rescoring; Total is exact only when nothing was pruned
+// (ShardResult.TotalExact).
+package search

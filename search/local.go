@@ -1,0 +1,514 @@
+package search
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"sou/index"
+)
+
+// DefaultSnippetRunes is the snippet length in characters.
+const DefaultSnippetRunes = 160
+
+// ShardResult is what one shard answers for a query.
+type ShardResult struct {
+	Stats      CollectionStats // this shard's statistics for the query's terms
+	Candidates []Candidate     // best first
+	Total      int64           // matching documents (see TotalExact)
+	// TotalExact is false when pruning skipped documents without deciding
+	// whether they match; Total is then a lower bound.
+	TotalExact bool
+}
+
+// Local executes queries on one index shard.
+type Local struct {
+	ix           *index.Index
+	p            Params
+	SnippetRunes int
+}
+
+// NewLocal returns a local engine over ix with BM25F parameters p.
+func NewLocal(ix *index.Index, p Params) *Local {
+	return &Local{ix: ix, p: p.sanitized(), SnippetRunes: DefaultSnippetRunes}
+}
+
+// boundSlack inflates upper bounds so that floating-point rounding in the
+// (monotone in exact arithmetic) score formula can never make a bound
+// smaller than a real score.
+const boundSlack = 1 + 1e-9
+
+type termCursor struct {
+	p         *index.Postings
+	term      int // index in q.Terms()
+	idf       float64
+	bound     float64 // over the whole list
+	blkLast   uint32
+	blkBound  float64
+	blkCached bool
+}
+
+// shallow returns the last docID and score bound of the block that may hold
+// the first doc >= d.
+func (c *termCursor) shallow(e *exec, d uint32) (uint32, float64) {
+	last, h := c.p.ShallowAdvance(d)
+	if h == nil {
+		return index.NoMoreDocs, 0
+	}
+	if !c.blkCached || last != c.blkLast {
+		c.blkLast, c.blkCached = last, true
+		c.blkBound = termWeight(&e.p, c.idf, &e.avg, &h.MaxTF, &h.MinLen) * boundSlack
+	}
+	return last, c.blkBound
+}
+
+type clauseExec struct {
+	cursors []*termCursor
+	phrase  bool
+	pos     []int
+}
+
+type groupExec struct {
+	clauses []clauseExec
+	cursors []*termCursor
+}
+
+type hit struct {
+	doc   uint32
+	score float64
+	tfs   [][index.NumFields]uint32
+}
+
+// hitHeap is a min-heap on (score, -doc): the root is the worst hit kept.
+// Docs are visited in increasing order, so on equal scores the earlier doc
+// wins, which is also the exhaustive order (score desc, docID asc).
+type hitHeap []hit
+
+func (h hitHeap) Len() int { return len(h) }
+func (h hitHeap) Less(i, j int) bool {
+	if h[i].score != h[j].score {
+		return h[i].score < h[j].score
+	}
+	return h[i].doc > h[j].doc
+}
+func (h hitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *hitHeap) Push(x any)   { *h = append(*h, x.(hit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type exec struct {
+	p        Params
+	avg      [index.NumFields]float64
+	q        *Query
+	terms    []string
+	r        *index.Reader
+	groups   []groupExec
+	excl     []clauseExec
+	all      []*termCursor
+	hostOK   map[string]bool
+	filter   func(string) bool
+	posBufs  [][]uint32
+	tfs      [][index.NumFields]uint32
+	has      []bool
+	idfs     []float64
+	pruned   bool
+	matched  int64
+	staticUB float64
+}
+
+func (e *exec) open(c Clause, terms map[string]int) (clauseExec, error) {
+	ce := clauseExec{phrase: c.Phrase, pos: c.Pos}
+	for _, t := range c.Terms {
+		p, err := e.r.Postings(t, c.Phrase)
+		if err != nil {
+			return ce, err
+		}
+		ce.cursors = append(ce.cursors, &termCursor{p: p, term: terms[t]})
+	}
+	return ce, nil
+}
+
+// Search returns the top k documents for q. Statistics for scoring come
+// from global when given (the coordinator's sums), else from this shard.
+// hostFilter (nil = all) restricts results to hosts this shard should answer
+// for. Execution is document-at-a-time over all required groups with
+// block-max pruning: a run of documents is skipped when the sum of its
+// blocks' score bounds cannot beat the k-th best score, so the result equals
+// exhaustive scoring.
+func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionStats, hostFilter func(host string) bool) (*ShardResult, error) {
+	if q == nil || len(q.Groups) == 0 {
+		return nil, ErrEmptyQuery
+	}
+	if k <= 0 {
+		k = 10
+	}
+	k = min(k, 10000)
+	r := l.ix.NewReader()
+	defer r.Close()
+	e := &exec{p: l.p, q: q, terms: q.Terms(), r: r, hostOK: map[string]bool{}, filter: hostFilter}
+	termIdx := make(map[string]int, len(e.terms))
+	for i, t := range e.terms {
+		termIdx[t] = i
+	}
+	for _, g := range q.Groups {
+		var ge groupExec
+		for _, c := range g.Clauses {
+			ce, err := e.open(c, termIdx)
+			if err != nil {
+				return nil, fmt.Errorf("search: %w", err)
+			}
+			ge.clauses = append(ge.clauses, ce)
+			ge.cursors = append(ge.cursors, ce.cursors...)
+			e.all = append(e.all, ce.cursors...)
+		}
+		e.groups = append(e.groups, ge)
+	}
+	for _, c := range q.Exclude {
+		ce, err := e.open(c, nil)
+		if err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		e.excl = append(e.excl, ce)
+	}
+	res := &ShardResult{Stats: CollectionStats{Docs: r.Docs(), FieldLenSum: r.FieldLenSum(), DF: make(map[string]int64, len(e.terms))}}
+	for _, c := range e.all {
+		res.Stats.DF[c.p.Term] = c.p.DF
+	}
+	if hostFilter != nil {
+		st, err := l.statsWith(ctx, r, e.terms, hostFilter)
+		if err != nil {
+			return nil, err
+		}
+		res.Stats = *st
+	}
+	if global == nil {
+		global = &res.Stats
+	}
+	e.avg = avgLens(global)
+	for _, c := range e.all {
+		c.idf = idf(global.Docs, global.DF[c.p.Term])
+		c.bound = termWeight(&e.p, c.idf, &e.avg, &c.p.MaxTF, &c.p.MinLen) * boundSlack
+	}
+	e.idfs = make([]float64, len(e.terms))
+	for i, t := range e.terms {
+		e.idfs[i] = idf(global.Docs, global.DF[t])
+	}
+	e.staticUB = e.p.StaticWeight
+	e.tfs = make([][index.NumFields]uint32, len(e.terms))
+	e.has = make([]bool, len(e.terms))
+
+	h := make(hitHeap, 0, k)
+	if err := e.run(ctx, k, &h); err != nil {
+		return nil, err
+	}
+	for _, c := range e.all {
+		if err := c.p.Err(); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+	}
+	res.Total, res.TotalExact = e.matched, !e.pruned
+	hits := []hit(h)
+	slices.SortFunc(hits, func(a, b hit) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return int(int64(a.doc) - int64(b.doc))
+	})
+	for _, ht := range hits {
+		rec, err := r.Record(ht.doc)
+		if errors.Is(err, index.ErrNotFound) {
+			continue // deleted after this view's metadata snapshot
+		}
+		if err != nil {
+			return nil, fmt.Errorf("search: load doc %d: %w", ht.doc, err)
+		}
+		c := Candidate{
+			URL: rec.URL, Host: rec.Host, Title: rec.Title,
+			ContentHash: rec.ContentHash, SimHash: rec.SimHash,
+			StaticRank: r.StaticRank(ht.doc), FieldLen: r.FieldLens(ht.doc),
+			TF: make(map[string][index.NumFields]uint32, len(e.terms)),
+		}
+		for i, t := range e.terms {
+			if ht.tfs[i] != ([index.NumFields]uint32{}) {
+				c.TF[t] = ht.tfs[i]
+			}
+		}
+		body := rec.Body
+		if len(rec.Headings) > 0 && len(body) < 200 {
+			body = body + " " + rec.Headings[0]
+		}
+		c.Snippet = index.Snippet(body, e.terms, l.SnippetRunes)
+		c.Score = Score(l.p, global, q, &c)
+		res.Candidates = append(res.Candidates, c)
+	}
+	return res, nil
+}
+
+func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {
+	if len(e.groups) == 0 {
+		return nil
+	}
+	d := uint32(0)
+	for iter := 0; d != index.NoMoreDocs; iter++ {
+		if iter&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if h.Len() == k {
+			theta := (*h)[0].score
+			// Term-level bound first (cheap), then the block-max bound.
+			ub := e.staticUB
+			for _, c := range e.all {
+				ub += c.bound
+			}
+			if ub <= theta {
+				e.pruned = true
+				return nil
+			}
+			ub = e.staticUB
+			end := uint32(index.NoMoreDocs)
+			for _, c := range e.all {
+				last, b := c.shallow(e, d)
+				ub += b
+				end = min(end, last)
+			}
+			if ub <= theta {
+				e.pruned = true
+				if end == index.NoMoreDocs {
+					return nil
+				}
+				d = end + 1
+				continue
+			}
+		}
+		next := d
+		for gi := range e.groups {
+			gmin := uint32(index.NoMoreDocs)
+			for _, c := range e.groups[gi].cursors {
+				gmin = min(gmin, c.p.Advance(d))
+			}
+			if gmin == index.NoMoreDocs {
+				return nil
+			}
+			next = max(next, gmin)
+		}
+		if next > d {
+			d = next
+			continue
+		}
+		if err := e.evaluate(d, k, h); err != nil {
+			return err
+		}
+		d++
+	}
+	return nil
+}
+
+func (e *exec) clauseMatches(c *clauseExec, d uint32) (bool, error) {
+	for _, tc := range c.cursors {
+		if tc.p.Doc() != d {
+			return false, nil
+		}
+	}
+	if !c.phrase {
+		return true, nil
+	}
+	for len(e.posBufs) < len(c.cursors) {
+		e.posBufs = append(e.posBufs, nil)
+	}
+	var err error
+	for i, tc := range c.cursors {
+		if e.posBufs[i], err = tc.p.Positions(e.posBufs[i][:0]); err != nil {
+			return false, err
+		}
+	}
+	return phraseAt(e.posBufs[:len(c.cursors)], c.pos), nil
+}
+
+// phraseAt reports whether some p in lists[0] has p+rel[i]-rel[0] in
+// lists[i] for every i (all lists sorted ascending).
+func phraseAt(lists [][]uint32, rel []int) bool {
+	idx := make([]int, len(lists))
+	for _, p0 := range lists[0] {
+		ok := true
+		for i := 1; i < len(lists); i++ {
+			want := int64(p0) + int64(rel[i]-rel[0])
+			l := lists[i]
+			for idx[i] < len(l) && int64(l[idx[i]]) < want {
+				idx[i]++
+			}
+			if idx[i] >= len(l) {
+				return false
+			}
+			if int64(l[idx[i]]) != want {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *exec) hostAllowed(host string) bool {
+	ok, seen := e.hostOK[host]
+	if !seen {
+		ok = e.q.MatchHost(host) && (e.filter == nil || e.filter(host))
+		e.hostOK[host] = ok
+	}
+	return ok
+}
+
+// evaluate checks and scores doc d, on which every group has a cursor.
+func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
+	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
+		return nil
+	}
+	for gi := range e.groups {
+		g := &e.groups[gi]
+		any := false
+		for ci := range g.clauses {
+			ok, err := e.clauseMatches(&g.clauses[ci], d)
+			if err != nil {
+				return err
+			}
+			if ok {
+				any = true
+				break
+			}
+		}
+		if !any {
+			return nil
+		}
+	}
+	for ci := range e.excl {
+		c := &e.excl[ci]
+		for _, tc := range c.cursors {
+			tc.p.Advance(d)
+		}
+		ok, err := e.clauseMatches(c, d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+	}
+	e.matched++
+	clear(e.has)
+	for _, c := range e.all {
+		if c.p.Doc() == d && !e.has[c.term] {
+			e.has[c.term] = true
+			e.tfs[c.term] = c.p.TF()
+		}
+	}
+	lens := e.r.FieldLens(d)
+	s := 0.0
+	for i := range e.terms {
+		if e.has[i] {
+			s += termWeight(&e.p, e.idfs[i], &e.avg, &e.tfs[i], &lens)
+		}
+	}
+	s += staticScore(&e.p, e.r.StaticRank(d))
+	if h.Len() == k {
+		root := (*h)[0]
+		if s < root.score || s == root.score && d > root.doc {
+			return nil
+		}
+	}
+	tfs := make([][index.NumFields]uint32, len(e.terms))
+	for i := range e.terms {
+		if e.has[i] {
+			tfs[i] = e.tfs[i]
+		}
+	}
+	if h.Len() == k {
+		(*h)[0] = hit{doc: d, score: s, tfs: tfs}
+		heap.Fix(h, 0)
+	} else {
+		heap.Push(h, hit{doc: d, score: s, tfs: tfs})
+	}
+	return nil
+}
+
+// LocalStats returns this shard's statistics for q restricted to hosts
+// passing hostFilter (nil = all), for a two-phase exact search. With a
+// filter, Docs, FieldLenSum and DF are counted exactly over live documents,
+// which costs a pass over the terms' postings.
+func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host string) bool) (*CollectionStats, error) {
+	r := l.ix.NewReader()
+	defer r.Close()
+	if hostFilter == nil {
+		st := &CollectionStats{Docs: r.Docs(), FieldLenSum: r.FieldLenSum(), DF: map[string]int64{}}
+		for _, t := range q.Terms() {
+			p, err := r.Postings(t, false)
+			if err != nil {
+				return nil, fmt.Errorf("search: %w", err)
+			}
+			st.DF[t] = p.DF
+		}
+		return st, nil
+	}
+	return l.statsWith(ctx, r, q.Terms(), hostFilter)
+}
+
+func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
+	st := &CollectionStats{DF: make(map[string]int64, len(terms))}
+	ok := map[string]bool{}
+	allowed := func(id uint32) bool {
+		if !r.Live(id) {
+			return false
+		}
+		h := r.Host(id)
+		v, seen := ok[h]
+		if !seen {
+			v = hostFilter(h)
+			ok[h] = v
+		}
+		return v
+	}
+	n := r.NumDocIDs()
+	for id := uint32(0); id < n; id++ {
+		if id&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		if allowed(id) {
+			st.Docs++
+			lens := r.FieldLens(id)
+			for f := range lens {
+				st.FieldLenSum[f] += int64(lens[f])
+			}
+		}
+	}
+	for _, t := range terms {
+		p, err := r.Postings(t, false)
+		if err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		var df int64
+		for d := p.Doc(); d != index.NoMoreDocs; d = p.Next() {
+			if allowed(d) {
+				df++
+			}
+		}
+		if err := p.Err(); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		st.DF[t] = df
+	}
+	return st, nil
+}

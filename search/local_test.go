@@ -1,0 +1,292 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"sou/index"
+)
+
+func TestScoreHandComputed(t *testing.T) {
+	p := Params{K1: 1.2, B: [index.NumFields]float64{0.5, 0.5, 0.75, 0.5}, Weight: [index.NumFields]float64{3, 2, 1, 1.5}, StaticWeight: 0.5}
+	global := &CollectionStats{Docs: 10, DF: map[string]int64{"a": 2}, FieldLenSum: [index.NumFields]int64{30, 0, 1000, 50}}
+	qa := &Query{Groups: []Group{{Clauses: []Clause{{Terms: []string{"a"}}}}}}
+	qab := &Query{Groups: []Group{{Clauses: []Clause{{Terms: []string{"a"}}}}, {Clauses: []Clause{{Terms: []string{"b"}}}}}}
+	cand := func(tf map[string][index.NumFields]uint32, rank float64) *Candidate {
+		return &Candidate{TF: tf, FieldLen: [index.NumFields]uint32{3, 0, 50, 5}, StaticRank: rank}
+	}
+	tests := []struct {
+		name string
+		q    *Query
+		c    *Candidate
+		want float64
+	}{
+		// idf = ln(1+(10-2+0.5)/(2+0.5)) = ln 4.4 = 1.4816045409242156
+		// title: 3*1/(1-0.5+0.5*3/3) = 3; body: 1*3/(0.25+0.75*50/100) = 4.8
+		// w = idf * 7.8 * 2.2 / 9 = 2.8249259913621714; static 0.5*1/(1+1) = 0.25
+		{"title+body+static", qa, cand(map[string][index.NumFields]uint32{"a": {1, 0, 3, 0}}, 1), 3.0749259913621714},
+		{"no static", qa, cand(map[string][index.NumFields]uint32{"a": {1, 0, 3, 0}}, 0), 2.8249259913621714},
+		{"absent term", qa, cand(nil, 0), 0},
+		{"negative rank ignored", qa, cand(nil, -5), 0},
+		// b: df unknown -> idf = ln(1+10.5/0.5) = ln 22; anchor avg 0 -> norm 1: tf' = 2*2 = 4
+		// w_b = 3.091042453358316 * 4 * 2.2 / 5.2 = 5.23099492106792
+		{"two terms", qab, cand(map[string][index.NumFields]uint32{"a": {1, 0, 3, 0}, "b": {0, 2, 0, 0}}, 1), 8.305920912430091},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Score(p, global, tc.q, tc.c); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("Score = %.17g, want %.17g", got, tc.want)
+			}
+		})
+	}
+	// Statistics add up.
+	var sum CollectionStats
+	sum.Add(global)
+	sum.Add(&CollectionStats{Docs: 5, DF: map[string]int64{"a": 1, "c": 3}, FieldLenSum: [index.NumFields]int64{1, 2, 3, 4}})
+	if sum.Docs != 15 || sum.DF["a"] != 3 || sum.DF["c"] != 3 || sum.FieldLenSum != [index.NumFields]int64{31, 2, 1003, 54} {
+		t.Errorf("Add: %+v", sum)
+	}
+}
+
+type testDoc struct {
+	url, host, title, body string
+	rank                   float64
+}
+
+func newTestIndex(t testing.TB, docs []testDoc, flushDocs int) *index.Index {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	opts := index.DefaultOptions()
+	opts.FlushDocs = flushDocs
+	opts.FlushInterval = 0
+	ix, err := index.Open(db, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	ctx := context.Background()
+	for _, d := range docs {
+		err := ix.Put(ctx, &index.Document{URL: d.url, Host: d.host, Title: d.title, Body: d.body, StaticRank: d.rank, FetchedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+func urls(r *ShardResult) []string {
+	var out []string
+	for _, c := range r.Candidates {
+		out = append(out, c.URL)
+	}
+	return out
+}
+
+func TestLocalSemantics(t *testing.T) {
+	docs := []testDoc{
+		{"http://a.com/1", "a.com", "apple pie", "the best apple pie recipe", 0},
+		{"http://a.com/2", "a.com", "pie apple", "apple and pie but not together pie", 0},
+		{"http://b.com/1", "b.com", "banana", "banana split with apple", 0},
+		{"http://www.b.com/2", "www.b.com", "cherry", "cherry pie", 0},
+		{"http://c.com/1", "c.com", "搜索引擎", "我们的搜索引擎很好用，資訊檢索系統", 0},
+		{"http://c.com/2", "c.com", "other", "搜索技术和引擎", 0},
+	}
+	ix := newTestIndex(t, docs, 4)
+	l := NewLocal(ix, DefaultParams())
+	a := ix.Analyzer()
+	tests := []struct {
+		q      string
+		filter func(string) bool
+		want   []string // as a set
+	}{
+		{q: "apple", want: []string{"http://a.com/1", "http://a.com/2", "http://b.com/1"}},
+		{q: "apple pie", want: []string{"http://a.com/1", "http://a.com/2"}},
+		{q: `"apple pie"`, want: []string{"http://a.com/1"}},
+		{q: `"pie apple"`, want: []string{"http://a.com/2"}},
+		{q: "apple -banana", want: []string{"http://a.com/1", "http://a.com/2"}},
+		{q: `pie -"apple pie"`, want: []string{"http://a.com/2", "http://www.b.com/2"}},
+		{q: "banana OR cherry", want: []string{"http://b.com/1", "http://www.b.com/2"}},
+		{q: "pie site:b.com", want: []string{"http://www.b.com/2"}},
+		{q: "apple -site:a.com", want: []string{"http://b.com/1"}},
+		{q: "apple", filter: func(h string) bool { return h == "b.com" }, want: []string{"http://b.com/1"}},
+		{q: "搜索", want: []string{"http://c.com/1", "http://c.com/2"}},
+		{q: "搜索引擎", want: []string{"http://c.com/1"}},
+		{q: "资讯", want: nil},
+		{q: "資訊檢索", want: []string{"http://c.com/1"}},
+		{q: "nomatch", want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.q, func(t *testing.T) {
+			q, err := ParseQuery(tc.q, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := l.Search(context.Background(), q, 10, nil, tc.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := urls(res)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+			if res.TotalExact && res.Total != int64(len(tc.want)) {
+				t.Errorf("Total %d", res.Total)
+			}
+			for _, c := range res.Candidates {
+				if c.Score != Score(DefaultParams(), &res.Stats, q, &c) || c.Score <= 0 {
+					t.Errorf("%s: score %v not reproducible", c.URL, c.Score)
+				}
+				if c.Snippet == "" || !strings.Contains(c.Snippet, "<b>") {
+					t.Errorf("%s: snippet %q", c.URL, c.Snippet)
+				}
+			}
+		})
+	}
+	// Title matches rank first thanks to the title weight.
+	q, _ := ParseQuery("banana", a)
+	res, err := l.Search(context.Background(), q, 10, nil, nil)
+	if err != nil || len(res.Candidates) != 1 || res.Candidates[0].TF["banana"][index.FieldTitle] != 1 || res.Candidates[0].TF["banana"][index.FieldBody] != 1 {
+		t.Fatalf("banana TFs: %+v %v", res, err)
+	}
+}
+
+// Pruning must not change results: top-k with block-max pruning equals the
+// first k of an exhaustive run, on a random corpus spanning many blocks.
+func TestTopKEqualsExhaustive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	vocab := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi"}
+	word := func() string {
+		// Zipf-like: low indexes are common.
+		i := int(math.Floor(math.Pow(rng.Float64(), 2.5) * float64(len(vocab))))
+		return vocab[i]
+	}
+	const n = 1500
+	docs := make([]testDoc, n)
+	for i := range docs {
+		var title, body []string
+		for range 1 + rng.IntN(3) {
+			title = append(title, word())
+		}
+		for range 5 + rng.IntN(60) {
+			body = append(body, word())
+		}
+		host := fmt.Sprintf("h%d.example", rng.IntN(20))
+		rank := 0.0
+		if rng.IntN(3) == 0 {
+			rank = rng.Float64() * 5
+		}
+		docs[i] = testDoc{url: fmt.Sprintf("http://%s/%d", host, i), host: host, title: strings.Join(title, " "), body: strings.Join(body, " "), rank: rank}
+	}
+	ix := newTestIndex(t, docs, 211)
+	a := ix.Analyzer()
+	p := DefaultParams()
+	p.StaticWeight = 2 // large enough to interact with pruning
+	l := NewLocal(ix, p)
+	queries := []string{"pi", "alpha", "xi omicron", "alpha beta", "kappa OR pi", "alpha -beta", `"alpha beta"`,
+		"nu OR xi OR omicron", "gamma delta epsilon", "beta site:h3.example", "lambda OR alpha mu"}
+	global := &CollectionStats{Docs: 100000, DF: map[string]int64{"alpha": 90000, "pi": 10}, FieldLenSum: [index.NumFields]int64{200000, 0, 3000000, 500000}}
+	pruned := 0
+	for _, qs := range queries {
+		q, err := ParseQuery(qs, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*CollectionStats{nil, global} {
+			full, err := l.Search(context.Background(), q, n, g, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !full.TotalExact {
+				t.Fatalf("%q: exhaustive run pruned", qs)
+			}
+			for _, k := range []int{1, 3, 10, 50} {
+				top, err := l.Search(context.Background(), q, k, g, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !top.TotalExact {
+					pruned++
+				}
+				want := full.Candidates[:min(k, len(full.Candidates))]
+				if len(top.Candidates) != len(want) {
+					t.Fatalf("%q k=%d: %d hits, want %d", qs, k, len(top.Candidates), len(want))
+				}
+				for i := range want {
+					if top.Candidates[i].URL != want[i].URL || top.Candidates[i].Score != want[i].Score {
+						t.Fatalf("%q k=%d #%d: %s %.17g, want %s %.17g", qs, k, i, top.Candidates[i].URL, top.Candidates[i].Score, want[i].URL, want[i].Score)
+					}
+				}
+			}
+		}
+	}
+	if pruned == 0 {
+		t.Error("no query was pruned: the test does not exercise dynamic pruning")
+	}
+	t.Logf("%d of %d top-k runs pruned", pruned, len(queries)*2*4)
+	// Independent check of the matching semantics by brute force.
+	contains := func(d testDoc, w string) bool {
+		return slices.Contains(strings.Fields(d.title), w) || slices.Contains(strings.Fields(d.body), w) || strings.Contains(d.url, w)
+	}
+	checks := map[string]func(testDoc) bool{
+		"xi omicron":  func(d testDoc) bool { return contains(d, "xi") && contains(d, "omicron") },
+		"kappa OR pi": func(d testDoc) bool { return contains(d, "kappa") || contains(d, "pi") },
+		"alpha -beta": func(d testDoc) bool { return contains(d, "alpha") && !contains(d, "beta") },
+	}
+	for qs, match := range checks {
+		q, _ := ParseQuery(qs, a)
+		res, err := l.Search(context.Background(), q, n, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, d := range docs {
+			if match(d) {
+				want++
+			}
+		}
+		if len(res.Candidates) != want {
+			t.Errorf("%q: %d hits, brute force %d", qs, len(res.Candidates), want)
+		}
+	}
+}
+
+func TestLocalStatsWithFilter(t *testing.T) {
+	docs := []testDoc{
+		{"http://a.com/1", "a.com", "x", "apple", 0},
+		{"http://a.com/2", "a.com", "x", "apple apple", 0},
+		{"http://b.com/1", "b.com", "x", "apple banana", 0},
+	}
+	ix := newTestIndex(t, docs, 10)
+	l := NewLocal(ix, DefaultParams())
+	q, _ := ParseQuery("apple banana", ix.Analyzer())
+	all, err := l.LocalStats(context.Background(), q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Docs != 3 || all.DF["apple"] != 3 || all.DF["banana"] != 1 {
+		t.Errorf("unfiltered %+v", all)
+	}
+	onlyA, err := l.LocalStats(context.Background(), q, func(h string) bool { return h == "a.com" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onlyA.Docs != 2 || onlyA.DF["apple"] != 2 || onlyA.DF["banana"] != 0 || onlyA.FieldLenSum[index.FieldBody] != 3 {
+		t.Errorf("filtered %+v", onlyA)
+	}
+}

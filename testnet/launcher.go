@@ -1,0 +1,313 @@
+package testnet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"sou/node"
+)
+
+// nodeProc is one `sou node` process of a LAN testnet.
+type nodeProc struct {
+	Index   int
+	IP      string
+	HTTP    string // host:port of its API
+	DataDir string
+	PeerID  string
+	Addrs   []string
+
+	args    []string
+	bin     string
+	logPath string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	killed bool
+}
+
+// launcher starts and stops the node processes of one testnet. Every
+// address it uses is on loopback: node i listens on 127.R.S.(10+i) for both
+// libp2p and HTTP, where R.S is random per testnet so that two testnets on
+// one machine do not collide.
+type launcher struct {
+	bin      string
+	root     string // data directories live under it
+	network  string
+	dns      string
+	ipPrefix string
+	extra    []string
+	logs     io.Writer
+
+	mu    sync.Mutex
+	nodes []*nodeProc
+}
+
+func newLauncher(bin, root, dns string, extra []string, logs io.Writer) *launcher {
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	return &launcher{
+		bin: bin, root: root, dns: dns, extra: extra, logs: logs,
+		network:  fmt.Sprintf("testnet-%08x", r.Uint32()),
+		ipPrefix: fmt.Sprintf("127.%d.%d.", 100+r.IntN(100), 1+r.IntN(250)),
+	}
+}
+
+// start launches node index i and waits until its API answers, so that its
+// peer ID and addresses are known for the nodes that follow.
+func (l *launcher) start(ctx context.Context, i int, bootstrap []string) (*nodeProc, error) {
+	ip := fmt.Sprintf("%s%d", l.ipPrefix, 10+i)
+	p := &nodeProc{
+		Index: i, IP: ip, HTTP: ip + ":7070", bin: l.bin,
+		DataDir: filepath.Join(l.root, fmt.Sprintf("node-%02d", i)),
+		logPath: filepath.Join(l.root, fmt.Sprintf("node-%02d.log", i)),
+	}
+	p.args = []string{"node",
+		"--data", p.DataDir, "--http", p.HTTP, "--network", l.network, "--dns", l.dns,
+		"--listen", fmt.Sprintf("/ip4/%s/tcp/0,/ip4/%s/udp/0/quic-v1", ip, ip),
+		"--mdns=false", "--fast", "--allow-loopback", "--log-level", "warn",
+	}
+	if len(bootstrap) > 0 {
+		p.args = append(p.args, "--bootstrap", strings.Join(bootstrap, ","))
+	}
+	p.args = append(p.args, l.extra...)
+	if err := p.spawn(); err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx, 60*time.Second); err != nil {
+		p.kill()
+		return nil, err
+	}
+	l.mu.Lock()
+	l.nodes = append(l.nodes, p)
+	l.mu.Unlock()
+	return p, nil
+}
+
+func (p *nodeProc) spawn() error {
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("node %d log: %w", p.Index, err)
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	// Own process group, and SIGKILL if the launcher itself dies, so a
+	// testnet never leaves processes behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start node %d (%s): %w", p.Index, p.bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	p.mu.Lock()
+	p.cmd, p.exited, p.killed = cmd, exited, false
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *nodeProc) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		select {
+		case <-exited:
+			return fmt.Errorf("node %d exited at start; its log %s ends:\n%s", p.Index, p.logPath, tail(p.logPath, 15))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(150 * time.Millisecond):
+		}
+		st, err := p.status(ctx)
+		if err == nil {
+			p.PeerID, p.Addrs = st.PeerID, st.Addrs
+			return nil
+		}
+	}
+	return fmt.Errorf("node %d did not answer on %s within %v; log %s:\n%s", p.Index, p.HTTP, limit, p.logPath, tail(p.logPath, 15))
+}
+
+var apiClient = &http.Client{Timeout: 10 * time.Second}
+
+func (p *nodeProc) getJSON(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+p.HTTP+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: HTTP %d: %s", path, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (p *nodeProc) postJSON(ctx context.Context, path string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+p.HTTP+path, strings.NewReader(string(b)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func (p *nodeProc) status(ctx context.Context) (*node.Status, error) {
+	var st node.Status
+	if err := p.getJSON(ctx, "/api/status", &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// alive reports whether the process is running.
+func (p *nodeProc) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL to the node's process group and waits for it to go.
+func (p *nodeProc) kill() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.killed = true
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+}
+
+// stop asks the node to shut down cleanly (SIGTERM), then kills it after
+// grace.
+func (p *nodeProc) stop(grace time.Duration) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		p.kill()
+	}
+}
+
+// restart starts a killed node again on the same data directory and
+// addresses.
+func (p *nodeProc) restart(ctx context.Context) error {
+	if p.alive() {
+		return errors.New("node is running")
+	}
+	if err := p.spawn(); err != nil {
+		return err
+	}
+	return p.waitReady(ctx, 60*time.Second)
+}
+
+// stopAll stops every node; it is safe to call more than once.
+func (l *launcher) stopAll() {
+	l.mu.Lock()
+	nodes := append([]*nodeProc(nil), l.nodes...)
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop(10 * time.Second) }()
+	}
+	wg.Wait()
+}
+
+func (l *launcher) all() []*nodeProc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*nodeProc(nil), l.nodes...)
+}
+
+func (l *launcher) live() []*nodeProc {
+	var out []*nodeProc
+	for _, p := range l.all() {
+		if p.alive() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// bootstrapAddrs returns the libp2p addresses of the live nodes.
+func (l *launcher) bootstrapAddrs() []string {
+	var out []string
+	for _, p := range l.live() {
+		for _, a := range p.Addrs {
+			if strings.Contains(a, "/tcp/") {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

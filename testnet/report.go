@@ -1,0 +1,258 @@
+package testnet
+
+import (
+	"math"
+	"net"
+	"sort"
+	"time"
+
+	"sou/testnet/simweb"
+)
+
+// Report is what `sou testnet run --json` prints; see DESIGN.md "The
+// testnet report". Keys keep their meaning once introduced.
+type Report struct {
+	Nodes   int            `json:"nodes"`
+	Hosts   int            `json:"hosts"`
+	Pages   int            `json:"pages"`
+	Seed    int64          `json:"seed"`
+	Crawl   CrawlReport    `json:"crawl"`
+	Network *NetworkReport `json:"network,omitempty"`
+	Search  *SearchReport  `json:"search,omitempty"`
+	Events  []string       `json:"events,omitempty"`
+	OK      bool           `json:"ok"`
+	// Failures says which checks made OK false.
+	Failures []string `json:"failures,omitempty"`
+}
+
+// CrawlReport is computed from the simulated web's request log and truth
+// listing, never from the crawlers' own counters (except errors_by_class,
+// which is the crawlers' classification of what went wrong).
+type CrawlReport struct {
+	PagesExpected        int              `json:"pages_expected"`
+	PagesFetched         int              `json:"pages_fetched"`
+	Coverage             float64          `json:"coverage"`
+	DuplicateFetches     int              `json:"duplicate_fetches"`
+	DuplicateRate        float64          `json:"duplicate_rate"`
+	RobotsViolations     int              `json:"robots_violations"`
+	PolitenessViolations int              `json:"politeness_violations"`
+	ErrorsByClass        map[string]int64 `json:"errors_by_class"`
+	Seconds              float64          `json:"seconds"`
+	PagesPerSecond       float64          `json:"pages_per_second"`
+	Requests             int              `json:"requests"`
+	// Missing lists (up to 20) required pages nobody fetched.
+	Missing []string `json:"missing,omitempty"`
+	// Duplicates lists (up to 20) URLs fetched more than once.
+	Duplicates []string `json:"duplicates,omitempty"`
+	// Violations lists (up to 20) robots and politeness violations.
+	Violations []string `json:"violations,omitempty"`
+	// HostsByNode counts, per host, how many nodes fetched from it (owner
+	// exclusivity): hosts fetched by more than one node.
+	HostsSharedByNodes int `json:"hosts_shared_by_nodes"`
+}
+
+// NetworkReport is the network section (issue 5).
+type NetworkReport struct {
+	MembersSeenByEach []int   `json:"members_seen_by_each"`
+	URLsForwarded     uint64  `json:"urls_forwarded"`
+	ForwardBytes      uint64  `json:"forward_bytes"`
+	BytesPerURL       float64 `json:"bytes_per_url"`
+	ForwardHopsMax    int     `json:"forward_hops_max"`
+	HandoffPages      int64   `json:"handoff_pages"`
+}
+
+// SearchReport is the search section (issue 6).
+type SearchReport struct {
+	Queries        int     `json:"queries"`
+	P50MS          float64 `json:"p50_ms"`
+	P95MS          float64 `json:"p95_ms"`
+	P99MS          float64 `json:"p99_ms"`
+	CoverageMin    float64 `json:"coverage_min"`
+	RankConsistent bool    `json:"rank_consistent"`
+	ZeroResults    int     `json:"zero_results"`
+	MRR10          float64 `json:"mrr10,omitempty"`
+	S10            float64 `json:"s10,omitempty"`
+}
+
+// fetch is one request as the web saw it.
+type fetch struct {
+	URL      string // normalised like the truth listing
+	Host     string
+	Path     string // path only, for robots rules
+	Client   string // client IP
+	Start    time.Time
+	End      time.Time
+	Status   int
+	Complete bool
+}
+
+// final reports whether a response settles the URL: a crawler that asks
+// again after it is fetching twice. 429 and 5xx ask the crawler to come
+// back; an incomplete response (timeout, reset) never arrived.
+func (f fetch) final() bool {
+	return f.Complete && f.Status != 429 && f.Status < 500
+}
+
+// crawlChecks computes the crawl section from what the web saw. delay gives
+// the minimum gap the crawlers were configured to keep for a host.
+func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) time.Duration) CrawlReport {
+	r := CrawlReport{ErrorsByClass: map[string]int64{}}
+	required := map[string]bool{}
+	for _, p := range truth.Pages {
+		if p.Required {
+			required[p.URL] = true
+		}
+	}
+	r.PagesExpected = len(required)
+	r.Requests = len(fetches)
+
+	byURL := map[string][]fetch{}
+	byHost := map[string][]fetch{}
+	robotsAt := map[string]time.Time{} // host -> end of the first completed robots.txt fetch
+	clientsByHost := map[string]map[string]bool{}
+	var first, last time.Time
+	for _, f := range fetches {
+		if first.IsZero() || f.Start.Before(first) {
+			first = f.Start
+		}
+		if f.End.After(last) {
+			last = f.End
+		}
+		byHost[f.Host] = append(byHost[f.Host], f)
+		if clientsByHost[f.Host] == nil {
+			clientsByHost[f.Host] = map[string]bool{}
+		}
+		clientsByHost[f.Host][f.Client] = true
+		if f.Path == "/robots.txt" {
+			// 5xx means "come back later": only an answer below 500 lets
+			// the crawler fetch pages.
+			if f.Complete && f.Status > 0 && f.Status < 500 {
+				if t, ok := robotsAt[f.Host]; !ok || f.End.Before(t) {
+					robotsAt[f.Host] = f.End
+				}
+			}
+			continue
+		}
+		byURL[f.URL] = append(byURL[f.URL], f)
+	}
+	for _, c := range clientsByHost {
+		if len(c) > 1 {
+			r.HostsSharedByNodes++
+		}
+	}
+	var missing, dups, viol []string
+	for u := range required {
+		fs := byURL[u]
+		got := false
+		for _, f := range fs {
+			if f.Complete {
+				got = true
+				break
+			}
+		}
+		if got {
+			r.PagesFetched++
+		} else {
+			missing = append(missing, u)
+		}
+	}
+	for u, fs := range byURL {
+		finals := 0
+		for _, f := range fs {
+			if f.final() {
+				finals++
+			}
+		}
+		if finals > 1 {
+			r.DuplicateFetches += finals - 1
+			dups = append(dups, u)
+		}
+	}
+	hostRules := map[string]simweb.HostTruth{}
+	for _, h := range truth.Hosts {
+		hostRules[h.Host] = h
+	}
+	for host, fs := range byHost {
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Start.Before(fs[j].Start) })
+		ht, known := hostRules[host]
+		robotsEnd, robotsSeen := robotsAt[host]
+		for i, f := range fs {
+			if f.Path != "/robots.txt" && known {
+				if !robotsSeen || f.Start.Before(robotsEnd) {
+					r.RobotsViolations++
+					viol = append(viol, "robots.txt not fetched before "+f.URL)
+				} else if !ht.Allows(f.Path) {
+					r.RobotsViolations++
+					viol = append(viol, "disallowed "+f.URL)
+				}
+			}
+			if i == 0 {
+				continue
+			}
+			prev := fs[i-1]
+			gap := f.Start.Sub(prev.End)
+			// A few milliseconds of tolerance: the web logs a request when
+			// its handler starts, after the crawler's timer has fired.
+			const tolerance = 3 * time.Millisecond
+			switch {
+			case f.Start.Before(prev.End) && prev.Complete:
+				r.PolitenessViolations++
+				viol = append(viol, "concurrent requests to "+host)
+			case gap+tolerance < delay(host):
+				r.PolitenessViolations++
+				viol = append(viol, "requests to "+host+" "+gap.String()+" apart")
+			}
+		}
+	}
+	if r.PagesExpected > 0 {
+		r.Coverage = float64(r.PagesFetched) / float64(r.PagesExpected)
+		r.DuplicateRate = float64(r.DuplicateFetches) / float64(r.PagesExpected)
+	}
+	if !first.IsZero() {
+		r.Seconds = round3(last.Sub(first).Seconds())
+		if r.Seconds > 0 {
+			r.PagesPerSecond = round3(float64(r.PagesFetched) / r.Seconds)
+		}
+	}
+	r.Coverage = round6(r.Coverage)
+	r.DuplicateRate = round6(r.DuplicateRate)
+	r.Missing = firstSorted(missing, 20)
+	r.Duplicates = firstSorted(dups, 20)
+	r.Violations = firstSorted(viol, 20)
+	return r
+}
+
+func firstSorted(s []string, n int) []string {
+	sort.Strings(s)
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+func round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return round3(sorted[max(0, min(i, len(sorted)-1))])
+}
+
+// fetchesFrom turns the web's request log into fetches, one for one.
+func fetchesFrom(reqs []simweb.Request) []fetch {
+	out := make([]fetch, len(reqs))
+	for i, r := range reqs {
+		client := r.Client
+		if h, _, err := net.SplitHostPort(client); err == nil {
+			client = h
+		}
+		out[i] = fetch{
+			URL: r.URL, Host: r.VHost, Path: r.Target, Client: client,
+			Start: r.Start, End: r.End, Status: r.Status, Complete: r.Completed,
+		}
+	}
+	return out
+}

@@ -1,0 +1,60 @@
+package testnet
+
+import (
+	"testing"
+	"time"
+
+	"sou/testnet/simweb"
+)
+
+func TestCrawlChecks(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	truth := &simweb.Truth{
+		Hosts: []simweb.HostTruth{{Host: "a.test", Disallow: []string{"/private"}, Allow: []string{"/private/ok"}}, {Host: "b.test"}},
+		Pages: []simweb.PageTruth{
+			{URL: "http://a.test/", Host: "a.test", Required: true},
+			{URL: "http://a.test/x", Host: "a.test", Required: true},
+			{URL: "http://b.test/", Host: "b.test", Required: true},
+			{URL: "http://b.test/missing", Host: "b.test", Required: true},
+		},
+	}
+	f := func(u, host, path string, start, end, status int) fetch {
+		return fetch{URL: u, Host: host, Path: path, Client: "127.0.0.2", Start: at(start), End: at(end), Status: status, Complete: true}
+	}
+	fetches := []fetch{
+		f("http://a.test/robots.txt", "a.test", "/robots.txt", 0, 1, 200),
+		f("http://a.test/", "a.test", "/", 10, 20, 200),
+		f("http://a.test/x", "a.test", "/x", 25, 30, 429),                 // asked to come back: not final
+		f("http://a.test/x", "a.test", "/x", 40, 50, 200),                 // the retry
+		f("http://a.test/x", "a.test", "/x", 60, 70, 200),                 // a duplicate
+		f("http://a.test/private/a", "a.test", "/private/a", 80, 90, 200), // robots violation
+		f("http://a.test/private/ok", "a.test", "/private/ok", 95, 99, 200),
+		f("http://b.test/", "b.test", "/", 0, 10, 200),                     // before robots.txt: violation
+		f("http://b.test/robots.txt", "b.test", "/robots.txt", 5, 12, 404), // overlaps the page: concurrent
+	}
+	r := crawlChecks(truth, fetches, func(string) time.Duration { return 0 })
+	checks := []struct {
+		name      string
+		got, want int
+	}{
+		{"expected", r.PagesExpected, 4},
+		{"fetched", r.PagesFetched, 3},
+		{"duplicates", r.DuplicateFetches, 1},
+		{"robots", r.RobotsViolations, 2},
+		{"politeness", r.PolitenessViolations, 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d (report %+v)", c.name, c.got, c.want, r)
+		}
+	}
+	if r.Coverage != 0.75 {
+		t.Errorf("coverage %v", r.Coverage)
+	}
+	// A configured delay turns close requests into violations.
+	r = crawlChecks(truth, fetches[:2], func(string) time.Duration { return 20 * time.Millisecond })
+	if r.PolitenessViolations != 1 {
+		t.Errorf("with a 20ms delay: %d politeness violations, want 1", r.PolitenessViolations)
+	}
+}

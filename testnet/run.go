@@ -1,0 +1,466 @@
+package testnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"sou/crawl"
+	"sou/node"
+	"sou/search"
+	"sou/testnet/simweb"
+)
+
+// RunConfig describes one `sou testnet run`.
+type RunConfig struct {
+	Nodes     int
+	Hosts     int
+	Pages     int
+	Seed      int64
+	Sites     string
+	Misbehave []string
+	// Binary is the sou executable to start nodes from.
+	Binary string
+	// Dir holds the node data directories; "" = a temporary directory,
+	// removed at the end unless Keep.
+	Dir  string
+	Keep bool
+	// Timeout bounds the whole crawl phase.
+	Timeout time.Duration
+	// Crashes kills a random node with SIGKILL this many times at random
+	// instants during the crawl, restarting it each time.
+	Crashes int
+	// JoinAt adds a node, KillAt kills one (no restart), at a crawl
+	// fraction ("30%") or a time ("20s").
+	JoinAt, KillAt string
+	// Queries is the size of the query phase (0 = no query phase).
+	Queries int
+	// Progress receives a line now and then; nil = silent.
+	Progress io.Writer
+	Log      *slog.Logger
+}
+
+// trigger is a scenario instant: a fraction of the expected pages fetched,
+// or a time since the crawl started.
+type trigger struct {
+	fraction float64
+	after    time.Duration
+	set      bool
+}
+
+func parseTrigger(flag, s string) (trigger, error) {
+	if s == "" {
+		return trigger{}, nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v <= 0 || v >= 100 {
+			return trigger{}, fmt.Errorf("--%s %q: want a percentage between 0 and 100 (exclusive) or a duration", flag, s)
+		}
+		return trigger{fraction: v / 100, set: true}, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return trigger{}, fmt.Errorf("--%s %q: want a percentage like 30%% or a duration like 20s", flag, s)
+	}
+	return trigger{after: d, set: true}, nil
+}
+
+func (t trigger) due(fraction float64, elapsed time.Duration) bool {
+	if !t.set {
+		return false
+	}
+	if t.after > 0 {
+		return elapsed >= t.after
+	}
+	return fraction >= t.fraction
+}
+
+// Validate reports the first problem with c.
+func (c *RunConfig) Validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > 64:
+		return errors.New("--nodes must be between 1 and 64")
+	case c.Hosts < 0 || c.Pages < 0:
+		return errors.New("--hosts and --pages must not be negative")
+	case c.Hosts == 0 && c.Sites == "":
+		return errors.New("give --hosts and --pages, or --sites FILE")
+	case c.Hosts > 0 && c.Pages < c.Hosts:
+		return errors.New("--pages must be at least --hosts")
+	case c.Crashes < 0 || c.Queries < 0:
+		return errors.New("--crashes and --queries must not be negative")
+	}
+	if _, err := parseTrigger("join-at", c.JoinAt); err != nil {
+		return err
+	}
+	if _, err := parseTrigger("kill-at", c.KillAt); err != nil {
+		return err
+	}
+	if c.KillAt != "" && c.Nodes < 2 {
+		return errors.New("--kill-at needs at least 2 nodes")
+	}
+	return nil
+}
+
+// Run starts the simulated web and the nodes, seeds the crawl, waits until
+// the network is idle, runs the query phase and returns the report.
+func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 15 * time.Minute
+	}
+	logf := func(format string, a ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", a...)
+		}
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "sou-testnet-")
+		if err != nil {
+			return nil, fmt.Errorf("testnet directory: %w", err)
+		}
+		dir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(d)
+		}
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	web, err := simweb.Start(ctx, simweb.Config{
+		Seed: cfg.Seed, Hosts: cfg.Hosts, Pages: cfg.Pages, Sites: cfg.Sites,
+		Misbehave: cfg.Misbehave, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("simulated web: %w", err)
+	}
+	defer web.Close()
+	truth := web.Truth()
+	logf("simulated web: http %s, dns %s, %d required pages on %d hosts", web.HTTPAddr(), web.DNSAddr(), truth.Required, len(truth.Hosts))
+
+	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), nil, cfg.Progress)
+	defer l.stopAll()
+	for i := 0; i < cfg.Nodes; i++ {
+		if _, err := l.start(ctx, i, l.bootstrapAddrs()); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitMembers(ctx, l, cfg.Nodes, 30*time.Second); err != nil {
+		return nil, err
+	}
+	logf("%d nodes up in network %s; dir %s", cfg.Nodes, l.network, dir)
+
+	rep := &Report{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Seed: cfg.Seed}
+	if err := l.all()[0].postJSON(ctx, "/api/crawl", map[string]any{"urls": web.Seeds()}); err != nil {
+		return nil, fmt.Errorf("seed the crawl: %w", err)
+	}
+	if err := crawlToCompletion(ctx, cfg, l, web, rep, logf); err != nil {
+		return nil, err
+	}
+	fetches := fetchesFrom(web.Requests(0))
+	fast := crawl.FastConfig().Politeness
+	rep.Crawl = crawlChecks(truth, fetches, func(host string) time.Duration {
+		d := fast.MinDelay
+		if h, ok := truth.Host(host); ok && h.CrawlDelay > 0 {
+			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
+		}
+		return d
+	})
+	statuses := liveStatuses(ctx, l)
+	for _, st := range statuses {
+		for class, n := range st.Crawl.ErrorsByClass {
+			rep.Crawl.ErrorsByClass[class] += n
+		}
+	}
+	rep.Network = networkReport(statuses)
+	if cfg.Queries > 0 {
+		sr, err := queryPhase(ctx, l, truth, cfg.Queries, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		rep.Search = sr
+	}
+	rep.judge(cfg)
+	return rep, nil
+}
+
+// judge sets OK from the checks the scenario asked for.
+func (r *Report) judge(cfg RunConfig) {
+	fail := func(s string) { r.Failures = append(r.Failures, s) }
+	if r.Crawl.Coverage < 1 {
+		fail(fmt.Sprintf("coverage %.4f < 1", r.Crawl.Coverage))
+	}
+	churn := cfg.Crashes > 0 || cfg.KillAt != "" || cfg.JoinAt != ""
+	switch {
+	case !churn && r.Crawl.DuplicateFetches > 0:
+		fail(fmt.Sprintf("%d duplicate fetches", r.Crawl.DuplicateFetches))
+	case churn && r.Crawl.DuplicateRate > 0.001:
+		fail(fmt.Sprintf("duplicate rate %.4f > 0.001 under churn", r.Crawl.DuplicateRate))
+	}
+	if r.Crawl.RobotsViolations > 0 {
+		fail(fmt.Sprintf("%d robots violations", r.Crawl.RobotsViolations))
+	}
+	if r.Crawl.PolitenessViolations > 0 {
+		fail(fmt.Sprintf("%d politeness violations", r.Crawl.PolitenessViolations))
+	}
+	if s := r.Search; s != nil {
+		if s.CoverageMin < 1 && cfg.KillAt == "" {
+			fail(fmt.Sprintf("search coverage %.3f < 1", s.CoverageMin))
+		}
+		if !s.RankConsistent {
+			fail("nodes disagree on the top 10")
+		}
+	}
+	r.OK = len(r.Failures) == 0
+}
+
+func waitMembers(ctx context.Context, l *launcher, want int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok := true
+		for _, p := range l.live() {
+			st, err := p.status(ctx)
+			if err != nil || st.Members < want {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nodes did not see all %d members within %v", want, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func liveStatuses(ctx context.Context, l *launcher) []*node.Status {
+	var out []*node.Status
+	for _, p := range l.live() {
+		if st, err := p.status(ctx); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// crawlToCompletion polls the nodes until every live node is idle with an
+// empty outbox and the web has seen no request for a while, running the
+// scenario's joins, kills and crashes on the way.
+func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *simweb.Web, rep *Report, logf func(string, ...any)) error {
+	joinAt, _ := parseTrigger("join-at", cfg.JoinAt)
+	killAt, _ := parseTrigger("kill-at", cfg.KillAt)
+	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed))
+	// Crash instants: spread over the expected crawl by fraction fetched.
+	var crashAt []float64
+	for i := 0; i < cfg.Crashes; i++ {
+		crashAt = append(crashAt, 0.05+0.85*rng.Float64())
+	}
+	sort.Float64s(crashAt)
+	expected := max(1, web.Truth().Required)
+	prog := newProgress(web.Truth())
+	start := time.Now()
+	deadline := start.Add(cfg.Timeout)
+	idleSince := time.Time{}
+	lastReqs := -1
+	lastProgress := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("crawl did not finish within %v (see the node logs in %s)", cfg.Timeout, l.root)
+		}
+		reqs, fetched := prog.update(web)
+		fraction := float64(fetched) / float64(expected)
+		elapsed := time.Since(start)
+		if time.Since(lastProgress) > 2*time.Second {
+			logf("%5.1fs  %d/%d required pages fetched (%.1f%%), %d requests", elapsed.Seconds(), fetched, expected, 100*fraction, reqs)
+			lastProgress = time.Now()
+		}
+		if joinAt.due(fraction, elapsed) {
+			joinAt.set = false
+			i := len(l.all())
+			if _, err := l.start(ctx, i, l.bootstrapAddrs()); err != nil {
+				return fmt.Errorf("join node %d: %w", i, err)
+			}
+			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d joined at %.0f%%", elapsed.Seconds(), i, 100*fraction))
+			logf("node %d joined", i)
+		}
+		if killAt.due(fraction, elapsed) {
+			killAt.set = false
+			live := l.live()
+			victim := live[rng.IntN(len(live)-1)+1] // never node 0, the seed entry point
+			victim.kill()
+			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
+			logf("node %d killed", victim.Index)
+		}
+		if len(crashAt) > 0 && fraction >= crashAt[0] {
+			crashAt = crashAt[1:]
+			live := l.live()
+			victim := live[rng.IntN(len(live))]
+			victim.kill()
+			if err := victim.restart(ctx); err != nil {
+				return fmt.Errorf("restart node %d after SIGKILL: %w", victim.Index, err)
+			}
+			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) and restarted at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
+			logf("node %d killed and restarted", victim.Index)
+		}
+		allIdle := true
+		for _, p := range l.live() {
+			st, err := p.status(ctx)
+			if err != nil || !st.Idle {
+				allIdle = false
+				break
+			}
+		}
+		if !allIdle || reqs != lastReqs {
+			idleSince = time.Time{}
+			lastReqs = reqs
+			continue
+		}
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if time.Since(idleSince) >= 2*time.Second {
+			logf("%5.1fs  crawl finished: %d/%d required pages, %d requests", time.Since(start).Seconds(), fetched, expected, reqs)
+			return nil
+		}
+	}
+}
+
+func networkReport(sts []*node.Status) *NetworkReport {
+	nr := &NetworkReport{MembersSeenByEach: []int{}}
+	for _, st := range sts {
+		nr.MembersSeenByEach = append(nr.MembersSeenByEach, st.Members)
+		nr.URLsForwarded += st.P2P.URLsForwarded
+		nr.ForwardBytes += st.P2P.ForwardBytes
+		nr.ForwardHopsMax = max(nr.ForwardHopsMax, st.P2P.MaxHopsSeen)
+		nr.HandoffPages += st.HandoffPages
+	}
+	if nr.URLsForwarded > 0 {
+		nr.BytesPerURL = round3(float64(nr.ForwardBytes) / float64(nr.URLsForwarded))
+	}
+	return nr
+}
+
+// queryPhase runs a fixed query set, drawn from the titles of required
+// pages, against every live node and checks latency, coverage and that every
+// node returns the same top 10.
+func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, seed int64) (*SearchReport, error) {
+	queries := querySet(truth, n, seed)
+	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true}
+	var lat []float64
+	var mu sync.Mutex
+	nodes := l.live()
+	for _, q := range queries {
+		var tops [][]string
+		for _, p := range nodes {
+			v := url.Values{"q": {q}, "n": {"10"}}
+			t0 := time.Now()
+			var resp search.Response
+			if err := p.getJSON(ctx, "/api/search?"+v.Encode(), &resp); err != nil {
+				return nil, fmt.Errorf("query %q at node %d: %w", q, p.Index, err)
+			}
+			mu.Lock()
+			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			mu.Unlock()
+			if resp.Coverage.Asked > 0 {
+				sr.CoverageMin = min(sr.CoverageMin, float64(resp.Coverage.Answered)/float64(resp.Coverage.Asked))
+			}
+			if len(resp.Results) == 0 {
+				sr.ZeroResults++
+			}
+			var top []string
+			for _, r := range resp.Results {
+				top = append(top, r.URL)
+			}
+			tops = append(tops, top)
+		}
+		for _, t := range tops[1:] {
+			if strings.Join(t, "\n") != strings.Join(tops[0], "\n") {
+				sr.RankConsistent = false
+			}
+		}
+	}
+	sort.Float64s(lat)
+	sr.P50MS, sr.P95MS, sr.P99MS = percentile(lat, .50), percentile(lat, .95), percentile(lat, .99)
+	return sr, nil
+}
+
+// querySet draws n queries from the titles of required pages: the first
+// two words of a title with spaces, or its first four characters otherwise.
+func querySet(truth *simweb.Truth, n int, seed int64) []string {
+	var titles []string
+	for _, p := range truth.Pages {
+		if p.Required && p.Title != "" {
+			titles = append(titles, p.Title)
+		}
+	}
+	if len(titles) == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b9))
+	out := make([]string, 0, n)
+	for len(out) < n {
+		t := titles[rng.IntN(len(titles))]
+		var q string
+		if f := strings.Fields(t); len(f) >= 2 {
+			q = f[0] + " " + f[1]
+		} else {
+			r := []rune(t)
+			q = string(r[:min(4, len(r))])
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// progress follows the request log incrementally: how many requests so far
+// and how many distinct required pages have been fetched.
+type progress struct {
+	required map[string]bool
+	got      map[string]bool
+	next     int
+}
+
+func newProgress(t *simweb.Truth) *progress {
+	p := &progress{required: map[string]bool{}, got: map[string]bool{}}
+	for _, pg := range t.Pages {
+		if pg.Required {
+			p.required[pg.URL] = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(web *simweb.Web) (requests, fetched int) {
+	for _, f := range fetchesFrom(web.Requests(p.next)) {
+		p.next++
+		if f.Complete && p.required[f.URL] {
+			p.got[f.URL] = true
+		}
+	}
+	return p.next, len(p.got)
+}

@@ -1,0 +1,40 @@
+package testnet
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// PrintSummary writes the report for a person.
+func PrintSummary(w io.Writer, r *Report) {
+	c := r.Crawl
+	fmt.Fprintf(w, "testnet: %d node(s), %d hosts, %d pages, seed %d\n", r.Nodes, r.Hosts, r.Pages, r.Seed)
+	fmt.Fprintf(w, "crawl:   %d/%d required pages (coverage %.4f) in %.1fs, %.0f pages/s, %d requests\n",
+		c.PagesFetched, c.PagesExpected, c.Coverage, c.Seconds, c.PagesPerSecond, c.Requests)
+	fmt.Fprintf(w, "         duplicate fetches %d, robots violations %d, politeness violations %d\n",
+		c.DuplicateFetches, c.RobotsViolations, c.PolitenessViolations)
+	classes := make([]string, 0, len(c.ErrorsByClass))
+	for k := range c.ErrorsByClass {
+		classes = append(classes, k)
+	}
+	sort.Strings(classes)
+	for _, k := range classes {
+		fmt.Fprintf(w, "         %-20s %d\n", k, c.ErrorsByClass[k])
+	}
+	if n := r.Network; n != nil && r.Nodes > 1 {
+		fmt.Fprintf(w, "network: members seen %v, %d URLs forwarded, %.1f bytes/URL, max hops %d, handoff pages %d\n",
+			n.MembersSeenByEach, n.URLsForwarded, n.BytesPerURL, n.ForwardHopsMax, n.HandoffPages)
+	}
+	if s := r.Search; s != nil {
+		fmt.Fprintf(w, "search:  %d queries, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, coverage min %.2f, rank consistent %v, zero-result %d\n",
+			s.Queries, s.P50MS, s.P95MS, s.P99MS, s.CoverageMin, s.RankConsistent, s.ZeroResults)
+	}
+	for _, e := range r.Events {
+		fmt.Fprintf(w, "event:   %s\n", e)
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "FAIL:    %s\n", f)
+	}
+	fmt.Fprintf(w, "ok: %v\n", r.OK)
+}
