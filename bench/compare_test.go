@@ -253,6 +253,7 @@ func benchDocs(b *testing.B) []Doc {
 	if err != nil {
 		b.Fatal(err)
 	}
+	loadDictionaries()
 	return docs
 }
 
@@ -359,6 +360,7 @@ func BenchmarkCrawl(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer web.Close()
+	loadDictionaries()
 	pipelines := []struct {
 		name string
 		run  func(dir string) (CrawlResult, error)

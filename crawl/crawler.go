@@ -57,6 +57,14 @@ type Sink interface {
 	Store(ctx context.Context, p *Page) error              // idempotent per URL
 }
 
+// FetchedSink is an optional Sink method: it hears of every request that
+// settled a URL without a page to store (a redirect, an error status, a type
+// we do not parse) and of every sitemap fetched, so that a node can tell its
+// replicas what it already fetched. Best effort: it must not block.
+type FetchedSink interface {
+	Fetched(host, url string, sitemap bool)
+}
+
 // RobotsConfig controls robots.txt handling.
 type RobotsConfig struct {
 	// UserAgent is the product token matched against robots.txt groups.

@@ -149,6 +149,9 @@ func (w *engWeb) serve(rw http.ResponseWriter, r *http.Request) {
 	case path == "/moved":
 		http.Redirect(rw, r, "/target", http.StatusMovedPermanently)
 		return
+	case path == "/loop/a" || path == "/loop/b":
+		http.Redirect(rw, r, map[string]string{"/loop/a": "/loop/b", "/loop/b": "/loop/a"}[path], http.StatusFound)
+		return
 	case path == "/broken":
 		rw.Header().Set("Content-Type", "text/html; charset=x-unknown-charset")
 		rw.Write([]byte("<html><head><title>\xff\xfe broken <a href=\"http://[::1\">x</a><<<>>>"))
@@ -168,7 +171,7 @@ func (w *engWeb) serve(rw http.ResponseWriter, r *http.Request) {
 	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 	var b strings.Builder
 	fmt.Fprintf(&b, "<html><head><title>%s %s</title></head><body><p>page %s on host %d, some words %d.</p>", host, path, path, idx, len(path)*idx)
-	b.WriteString(`<a href="/">home</a> <a href="/private/secret">secret</a> <a href="/moved">moved</a> <a href="/broken">broken</a>`)
+	b.WriteString(`<a href="/">home</a> <a href="/private/secret">secret</a> <a href="/moved">moved</a> <a href="/broken">broken</a> <a href="/loop/a">loop</a>`)
 	for p := 1; p <= w.pages; p++ {
 		fmt.Fprintf(&b, ` <a href="/p%d">page %d</a>`, p, p)
 	}
@@ -339,6 +342,14 @@ func TestCrawlEndToEnd(t *testing.T) {
 	}
 	if st.ErrorsByClass["http_503"] != 1 || st.ErrorsByClass["robots_5xx"] != 2 {
 		t.Errorf("errors by class = %v, want one http_503 and two robots_5xx", st.ErrorsByClass)
+	}
+	if st.ErrorsByClass["redirect_loop"] != int64(web.hosts) {
+		t.Errorf("redirect loops counted %d, want one per host", st.ErrorsByClass["redirect_loop"])
+	}
+	for h := range web.hosts {
+		if byPage[web.url(h, "/loop/a")] != 1 || byPage[web.url(h, "/loop/b")] != 1 {
+			t.Errorf("redirect loop of host %d not fetched exactly once per URL", h)
+		}
 	}
 	if st.Filtered["host_dns_nxdomain"] != 2 || st.ErrorsByClass["robots_dns_nxdomain"] != 1 {
 		t.Errorf("NXDOMAIN host: filtered %v errors %v; want its 2 URLs given up after one robots.txt attempt", st.Filtered, st.ErrorsByClass)

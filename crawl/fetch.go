@@ -58,6 +58,10 @@ type FetcherConfig struct {
 	// after the headers. A missing Content-Type is read.
 	AcceptTypes         []string
 	MaxIdleConnsPerHost int
+	// SourceIP, when valid, is the local address of connections to
+	// addresses of its family (a testnet gives each node its own loopback
+	// address, so the simulated web can tell the nodes apart).
+	SourceIP netip.Addr
 }
 
 // DefaultFetcherConfig is polite and safe for the real web.
@@ -105,6 +109,7 @@ type Fetcher struct {
 	transport *http.Transport
 	accept    map[string]struct{}
 	dialer    net.Dialer
+	srcDialer net.Dialer // dialer bound to cfg.SourceIP
 	gzipPool  sync.Pool
 }
 
@@ -137,6 +142,10 @@ func NewFetcher(cfg FetcherConfig, r *Resolver) *Fetcher {
 		f.accept[strings.ToLower(strings.TrimSpace(t))] = struct{}{}
 	}
 	f.dialer = net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	f.srcDialer = f.dialer
+	if cfg.SourceIP.IsValid() {
+		f.srcDialer.LocalAddr = &net.TCPAddr{IP: cfg.SourceIP.AsSlice()}
+	}
 	f.transport = &http.Transport{
 		Proxy:                  nil,
 		DialContext:            f.dialContext,
@@ -228,7 +237,11 @@ func (f *Fetcher) dialContext(ctx context.Context, network, address string) (net
 			continue
 		}
 		tried++
-		conn, err := f.dialer.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
+		d := &f.dialer
+		if src := f.cfg.SourceIP; src.IsValid() && src.Is4() == a.Unmap().Is4() {
+			d = &f.srcDialer
+		}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return conn, nil
 		}

@@ -197,7 +197,11 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 			break
 		}
 		// The target is a new URL with the source's cash and depth + 1;
-		// loops end at the URL-seen set.
+		// loops end at the URL-seen set. A target that itself answered with
+		// a redirect closes a loop: counted, not followed again.
+		if c.redirectedBefore(e.Location) {
+			c.count.err("redirect_loop")
+		}
 		links = append(links, Discovered{URL: e.Location, SourceHost: e.Host, Cash: e.Cash, Depth: e.Depth + 1})
 	case e.Status >= 200 && e.Status < 300:
 		parsed, perr := c.parse(e, pageURL)
@@ -247,6 +251,8 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 			c.count.err("store")
 			return fmt.Errorf("store %s: %w", e.URL, err)
 		}
+	} else if fs, ok := c.sink.(FetchedSink); ok {
+		fs.Fetched(e.Host, e.URL, false)
 	}
 	now := c.clock.Now()
 	hash := hashURL(e.URL)
@@ -297,6 +303,28 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 	}
 	c.count.forwarded.Add(int64(len(foreign)))
 	return nil
+}
+
+// redirectedBefore reports whether raw was fetched here and was a redirect.
+func (c *Crawler) redirectedBefore(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	var redirected bool
+	_ = c.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(seenKey(HostKey(u), hashURL(raw)))
+		if err != nil {
+			return nil
+		}
+		return item.Value(func(v []byte) error {
+			if r, err := decodeSeenRecord(v); err == nil && r.State == stateDone && r.Outcome == "3xx" {
+				redirected = true
+			}
+			return nil
+		})
+	})
+	return redirected
 }
 
 func (c *Crawler) deleteEntry(key []byte) error {

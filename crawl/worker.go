@@ -435,6 +435,9 @@ func (c *Crawler) fetchSitemap(ctx context.Context, h *hostState, raw string) sl
 		return slotResult{outcome: outcomeError}
 	}
 	c.count.status(StatusClass(resp.Status))
+	if fs, ok := c.sink.(FetchedSink); ok {
+		fs.Fetched(h.key, raw, true)
+	}
 	var children []string
 	switch {
 	case resp.Status >= 200 && resp.Status < 300:

@@ -47,7 +47,9 @@
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at
 // the end. In memory the index keeps per docID the field lengths, static
-// rank and host (about 50 bytes/doc) and a tombstone bitset.
+// rank and host (about 50 bytes/doc), a tombstone bitset, per-host doc
+// counts and field length sums (statistics restricted to owned hosts in
+// O(hosts)), and the largest static rank (the engine's static bound).
 //
 // # Postings
 //
@@ -58,8 +60,8 @@
 // fields share one space (title, each anchor, headings, body, URL words,
 // separated by gaps so phrases do not cross them). The last block of a term
 // (under the 0xFFFFFFFF key) carries DF and the term-level bounds; a query
-// reads a term's blocks as bytes, decodes docIDs/TFs of a block only when
-// entered and positions only for phrases, and skips blocks by their last
+// reads a term's blocks as bytes (without the positions section unless the
+// term is in a phrase), decodes docIDs/TFs of a block only when entered, and skips blocks by their last
 // docID and score bound (block-max). Postings are built in memory and
 // flushed every FlushDocs documents or FlushInterval by a background
 // goroutine ("lazy merge"): a flush rewrites each touched term's partial tail

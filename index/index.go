@@ -83,11 +83,15 @@ type Index struct {
 	closed    bool
 	splits    int // flushes split because a batch exceeded one Badger transaction
 
-	metaMu  sync.RWMutex // guards metas growth, deleted growth, pub
-	metas   []docMeta
-	deleted []atomic.Uint64
-	pub     state
-	pubPend int
+	metaMu sync.RWMutex // guards metas growth, deleted growth, pub, hosts
+	hosts  map[string]*hostAgg
+	// maxStatic bounds every doc's static rank (never lowered on delete),
+	// so the engine's static-rank bound is tight enough to prune with.
+	maxStatic float64
+	metas     []docMeta
+	deleted   []atomic.Uint64
+	pub       state
+	pubPend   int
 
 	stop chan struct{}
 	done chan struct{}
@@ -123,7 +127,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	ix := &Index{
 		db: db, opt: opts, log: log, an: SharedAnalyzer(), enc: enc, dec: dec,
-		pendingBy: map[uint32]*docTerms{}, reindex: map[string]struct{}{},
+		pendingBy: map[uint32]*docTerms{}, reindex: map[string]struct{}{}, hosts: map[string]*hostAgg{},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
 	if err := ix.load(); err != nil {
@@ -173,6 +177,8 @@ func (ix *Index) load() error {
 			for f, l := range ix.metas[id].lens {
 				ix.st.LenSum[f] += int64(l)
 			}
+			ix.hostAdd(&ix.metas[id], 1)
+			ix.maxStatic = max(ix.maxStatic, ix.metas[id].static)
 		}
 		it.Close()
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixTomb)})
@@ -209,6 +215,7 @@ func (ix *Index) load() error {
 		dt := ix.analyzeDoc(&rec.Document, rec.Anchors)
 		dt.id = id
 		ix.metas[id] = dt.meta
+		ix.maxStatic = max(ix.maxStatic, dt.meta.static)
 		ix.pending = append(ix.pending, dt)
 		ix.pendingBy[id] = dt
 	}
@@ -508,6 +515,11 @@ func (ix *Index) removeInTxn(txn *badger.Txn, id uint32, ns *state) error {
 
 // markDeleted updates memory after a committed removal. Callers hold ix.mu.
 func (ix *Index) markDeleted(id uint32) {
+	if id < ix.st.Flushed && !ix.isDeleted(id) {
+		ix.metaMu.Lock()
+		ix.hostAdd(&ix.metas[id], -1)
+		ix.metaMu.Unlock()
+	}
 	ix.deleted[id/64].Or(1 << (id % 64))
 	if dt := ix.pendingBy[id]; dt != nil {
 		dt.dead = true
@@ -559,6 +571,7 @@ func (ix *Index) putLocked(u, host string, dt *docTerms, rec, raw []byte) error 
 	delete(ix.reindex, u)
 	ix.metaMu.Lock()
 	ix.metas = append(ix.metas, dt.meta)
+	ix.maxStatic = max(ix.maxStatic, dt.meta.static)
 	if need := int(id/64) + 1; need > len(ix.deleted) {
 		grown := make([]atomic.Uint64, need*2)
 		for i := range ix.deleted {
@@ -904,6 +917,7 @@ func (ix *Index) flushTxn(docs []*docTerms, end uint32, snap *flushSnapshot) err
 	defer ix.mu.Unlock()
 	var docsAdded int64
 	var lensAdded [NumFields]int64
+	var added []*docTerms
 	for _, dt := range docs {
 		if ix.isDeleted(dt.id) {
 			continue
@@ -911,6 +925,7 @@ func (ix *Index) flushTxn(docs []*docTerms, end uint32, snap *flushSnapshot) err
 		if err := txn.Set(docKey(prefixLens, dt.id), encodeMeta(&dt.meta)); err != nil {
 			return err
 		}
+		added = append(added, dt)
 		docsAdded++
 		for f := range NumFields {
 			lensAdded[f] += int64(dt.meta.lens[f])
@@ -928,6 +943,54 @@ func (ix *Index) flushTxn(docs []*docTerms, end uint32, snap *flushSnapshot) err
 	for f := range NumFields {
 		ix.st.LenSum[f] += lensAdded[f]
 	}
+	ix.metaMu.Lock()
+	for _, dt := range added {
+		ix.hostAdd(&dt.meta, 1)
+	}
+	ix.metaMu.Unlock()
 	ix.publish()
 	return nil
+}
+
+// hostAgg is the count and field length sums of a host's live flushed docs,
+// so that statistics restricted to a set of hosts cost O(hosts), not O(docs).
+type hostAgg struct {
+	docs   int64
+	lenSum [NumFields]int64
+}
+
+// hostAdd adds (sign 1) or removes (-1) a doc. Callers hold metaMu (or are
+// in Open).
+func (ix *Index) hostAdd(m *docMeta, sign int64) {
+	a := ix.hosts[m.host]
+	if a == nil {
+		a = &hostAgg{}
+		ix.hosts[m.host] = a
+	}
+	a.docs += sign
+	for f := range NumFields {
+		a.lenSum[f] += sign * int64(m.lens[f])
+	}
+	if a.docs == 0 {
+		delete(ix.hosts, m.host)
+	}
+}
+
+// HostStats returns the number and field length sums of live searchable
+// documents on hosts passing keep, and whether every host passed.
+func (ix *Index) HostStats(keep func(host string) bool) (docs int64, lenSum [NumFields]int64, all bool) {
+	ix.metaMu.RLock()
+	defer ix.metaMu.RUnlock()
+	all = true
+	for h, a := range ix.hosts {
+		if !keep(h) {
+			all = false
+			continue
+		}
+		docs += a.docs
+		for f := range NumFields {
+			lenSum[f] += a.lenSum[f]
+		}
+	}
+	return docs, lenSum, all
 }

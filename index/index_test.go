@@ -213,6 +213,9 @@ func TestIndexPutGetDeleteUpdate(t *testing.T) {
 	if st.Docs != 3 {
 		t.Errorf("docs after update+delete = %d, want 3", st.Docs)
 	}
+	if hd, hl, _ := ix.HostStats(func(string) bool { return true }); hd != st.Docs || hl != st.FieldLenSum {
+		t.Errorf("HostStats %d %v, Stats %d %v", hd, hl, st.Docs, st.FieldLenSum)
+	}
 
 	// ForEachPage per host and overall.
 	var hosts []string
@@ -325,6 +328,12 @@ func TestIndexPersistenceAndRecovery(t *testing.T) {
 	if n != after.Docs || sum != after.FieldLenSum {
 		t.Errorf("stats %d %v, recount %d %v", after.Docs, after.FieldLenSum, n, sum)
 	}
+	if hd, hl, all := ix.HostStats(func(string) bool { return true }); hd != n || hl != sum || !all {
+		t.Errorf("HostStats %d %v %v, recount %d %v", hd, hl, all, n, sum)
+	}
+	if hd, _, all := ix.HostStats(func(h string) bool { return h == "h1.example" }); hd != 1 || all {
+		t.Errorf("HostStats(h1) = %d, %v", hd, all)
+	}
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +391,21 @@ func TestPostingsCursorSkipsAcrossBlocks(t *testing.T) {
 	}
 	if err := ix.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The postings byte counter matches what is stored.
+	var stored int64
+	if err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixPostings)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			stored += int64(len(it.Item().Key())) + it.Item().ValueSize()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := ix.Stats(); st.PostingsBytes != stored {
+		t.Errorf("PostingsBytes %d, stored %d", st.PostingsBytes, stored)
 	}
 	r := ix.NewReader()
 	defer r.Close()

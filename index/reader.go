@@ -22,13 +22,14 @@ type Reader struct {
 	metas   []docMeta
 	deleted []atomic.Uint64
 	st      state
+	maxRank float64
 }
 
 // NewReader opens a read view.
 func (ix *Index) NewReader() *Reader {
 	txn := ix.db.NewTransaction(false)
 	ix.metaMu.RLock()
-	r := &Reader{ix: ix, txn: txn, metas: ix.metas, deleted: ix.deleted, st: ix.pub}
+	r := &Reader{ix: ix, txn: txn, metas: ix.metas, deleted: ix.deleted, st: ix.pub, maxRank: ix.maxStatic}
 	ix.metaMu.RUnlock()
 	return r
 }
@@ -62,6 +63,9 @@ func (r *Reader) FieldLens(id uint32) [NumFields]uint32 { return r.metas[id].len
 
 // StaticRank returns the static rank of doc id as given to Put.
 func (r *Reader) StaticRank(id uint32) float64 { return r.metas[id].static }
+
+// MaxStaticRank bounds the static rank of every doc in the view.
+func (r *Reader) MaxStaticRank() float64 { return r.maxRank }
 
 // Host returns the host of doc id.
 func (r *Reader) Host(id uint32) string { return r.metas[id].host }

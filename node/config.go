@@ -46,6 +46,9 @@ type Config struct {
 	// RFC 1918 and link-local addresses.
 	AllowLoopback bool
 	AllowPrivate  bool
+	// SourceIP is the local address of the crawler's connections ("" = the
+	// system's choice); a testnet gives each node its own loopback address.
+	SourceIP string
 	// Workers is the number of concurrent fetches (0 = the crawl default).
 	Workers int
 	// MinDelay overrides the per-host politeness delay floor when > 0.
@@ -97,6 +100,11 @@ func (c *Config) Validate() error {
 	if c.DNS != "" {
 		if _, _, err := net.SplitHostPort(c.DNS); err != nil {
 			return fmt.Errorf("--dns %q: want ip:port: %w", c.DNS, err)
+		}
+	}
+	if c.SourceIP != "" {
+		if _, err := netip.ParseAddr(c.SourceIP); err != nil {
+			return fmt.Errorf("--source-ip %q: %w", c.SourceIP, err)
 		}
 	}
 	if c.Workers < 0 || c.MaxPagesPerHost < 0 || c.MinDelay < 0 {

@@ -22,11 +22,85 @@ const (
 	topicHandoffPages = "handoff-pages/1"
 	topicHandoffHost  = "handoff-host/1"
 	topicReplica      = "replica/1"
+	topicManifest     = "handoff-manifest/1"
 	pagesPerMessage   = 32
+	// bytesPerMessage keeps a batch of pages well under p2p's message cap.
+	bytesPerMessage = 2 << 20
+	// maxRawInMessage bounds the raw bytes of one page on the wire; a larger
+	// cached copy is cut (its text and postings travel whole).
+	maxRawInMessage = 1536 << 10
 )
+
+type manifestMsg struct {
+	Hosts []string
+}
+
+// sendManifest tells a member that joined which hosts this node is about to
+// hand over to it (possibly none), so that it waits for their crawl state
+// before crawling them (see settling).
+func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
+	hosts, err := n.crawler.Hosts(ctx)
+	if err != nil {
+		n.errs.add("handoff manifest", err)
+		return
+	}
+	var moving []string
+	for _, h := range hosts {
+		if n.net.Owner(h) == to {
+			moving = append(moving, h)
+		}
+	}
+	b, err := encodeGob(manifestMsg{Hosts: moving})
+	if err == nil {
+		err = n.net.Send(ctx, to, topicManifest, b)
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("handoff manifest", "to", to, "err", err)
+	}
+}
+
+func (n *Node) receiveManifest(_ context.Context, from peer.ID, payload []byte) error {
+	var m manifestMsg
+	if err := decodeGob(payload, &m); err != nil {
+		return err
+	}
+	if len(m.Hosts) > 1_000_000 {
+		return fmt.Errorf("manifest of %d hosts", len(m.Hosts))
+	}
+	n.settle.manifest(from, m.Hosts, time.Now())
+	return nil
+}
+
+// docBytes estimates a document's size on the wire.
+func docBytes(d *index.Document) int {
+	n := len(d.URL) + len(d.Title) + len(d.Body) + len(d.Raw) + 256
+	for _, h := range d.Headings {
+		n += len(h)
+	}
+	return n
+}
+
+// wireDoc returns d with its raw bytes cut to what one message may carry.
+func wireDoc(d *index.Document) *index.Document {
+	if len(d.Raw) <= maxRawInMessage {
+		return d
+	}
+	cp := *d
+	cp.Raw = cp.Raw[:maxRawInMessage]
+	return &cp
+}
 
 type pagesMsg struct {
 	Docs []*index.Document
+	// Fetched are URLs the owner settled without a page to store
+	// (redirects, errors, sitemaps): a replica that takes the host over
+	// must not fetch them again either.
+	Fetched []fetchedMarker
+}
+
+type fetchedMarker struct {
+	Host, URL string
+	Sitemap   bool
 }
 
 type hostMsg struct {
@@ -115,7 +189,7 @@ func (n *Node) rebalance(ctx context.Context) {
 // stay when this node is still one of the host's replicas.
 func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 	var batch []*index.Document
-	sent := 0
+	sent, size := 0, 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -128,16 +202,20 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 			return fmt.Errorf("send %d pages: %w", len(batch), err)
 		}
 		sent += len(batch)
-		batch = batch[:0]
+		batch, size = batch[:0], 0
 		return nil
 	}
 	var urls []string
 	err := n.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {
-		batch = append(batch, docFromRecord(r))
-		urls = append(urls, r.URL)
-		if len(batch) >= pagesPerMessage {
-			return flush()
+		d := wireDoc(docFromRecord(r))
+		if len(batch) > 0 && (len(batch) >= pagesPerMessage || size+docBytes(d) > bytesPerMessage) {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
+		batch = append(batch, d)
+		size += docBytes(d)
+		urls = append(urls, r.URL)
 		return nil
 	})
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -37,7 +38,11 @@ type Node struct {
 	metrics *metrics
 	handoff handoffState
 	repl    *replicator
-	settle  *settling
+	// replicas are the hosts held here only as a replica.
+	replicas replicaHosts
+	// ctx is Run's context, for work started from callbacks.
+	ctx    context.Context
+	settle *settling
 	// httpAddr is the bound API address (a string), set by startHTTP.
 	httpAddr atomic.Value
 }
@@ -51,7 +56,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50)}
 	n.handoff.kick = make(chan struct{}, 1)
 	n.repl = newReplicator()
-	n.settle = newSettling(5 * time.Second)
+	n.settle = newSettling(15*time.Second, 2*time.Minute)
 	closeOnErr := func(f func() error) {
 		if err != nil {
 			_ = f()
@@ -63,7 +68,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	}
 	defer closeOnErr(n.db.Close)
 
-	n.ix, err = index.Open(n.db, index.DefaultOptions(), log.With("component", "index"))
+	// Bigger, rarer postings flushes: the flush is most of the indexing
+	// cost (bench/README.md), and a page becomes searchable at most this
+	// long after it was stored.
+	iopts := index.DefaultOptions()
+	iopts.FlushDocs, iopts.FlushInterval = 5000, 3*time.Second
+	n.ix, err = index.Open(n.db, iopts, log.With("component", "index"))
 	if err != nil {
 		return nil, fmt.Errorf("open index: %w", err)
 	}
@@ -101,6 +111,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	ccfg.Resolver.Server = cfg.DNS
 	ccfg.Fetch.AllowLoopback = cfg.AllowLoopback
 	ccfg.Fetch.AllowPrivate = cfg.AllowPrivate
+	if cfg.SourceIP != "" {
+		ccfg.Fetch.SourceIP = netip.MustParseAddr(cfg.SourceIP) // checked by Validate
+	}
 	if cfg.Workers > 0 {
 		ccfg.Workers = cfg.Workers
 	}
@@ -116,6 +129,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	}
 	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
 	n.metrics = newMetrics(n)
+	if err := n.loadReplicaHosts(); err != nil {
+		return nil, fmt.Errorf("load replica hosts: %w", err)
+	}
 	n.net.SetURLHandler(n.receiveURLs)
 	n.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
 		return n.coord.HandleShardRequest(ctx, req)
@@ -123,6 +139,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	n.net.SetDeliverHandler(topicHandoffPages, n.receiveHandoffPages)
 	n.net.SetDeliverHandler(topicHandoffHost, n.receiveHandoffHost)
 	n.net.SetDeliverHandler(topicReplica, n.receiveReplica)
+	n.net.SetDeliverHandler(topicManifest, n.receiveManifest)
 	return n, nil
 }
 
@@ -144,6 +161,7 @@ func readPSK(path string) ([]byte, error) {
 func (n *Node) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	n.ctx = ctx
 	srv, err := n.startHTTP(ctx)
 	if err != nil {
 		n.closeAll()
@@ -202,6 +220,13 @@ func (n *Node) closeAll() {
 	if err := n.db.Close(); err != nil {
 		n.log.Warn("close badger", "err", err)
 	}
+}
+
+func (n *Node) runCtx() context.Context {
+	if n.ctx == nil {
+		return context.Background()
+	}
+	return n.ctx
 }
 
 // AddSeeds normalises urls and hands each to its owner: this node's
@@ -287,7 +312,6 @@ func (n *Node) publishLoad(ctx context.Context) {
 // watchMembers reacts to membership changes: hosts we no longer own are
 // handed to their new owner.
 func (n *Node) watchMembers(ctx context.Context) {
-	view := []peer.ID{n.net.ID()}
 	for {
 		select {
 		case <-ctx.Done():
@@ -297,15 +321,14 @@ func (n *Node) watchMembers(ctx context.Context) {
 				return
 			}
 			n.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
-			n.settle.changed(view, time.Now())
-			view = view[:0]
-			for _, m := range n.net.Members() {
-				view = append(view, m.ID)
+			switch ev.Kind {
+			case p2p.Joined:
+				n.settle.joined(ev.Member.ID, time.Now())
+				go n.sendManifest(ctx, ev.Member.ID)
+			case p2p.Left:
+				n.settle.left(ev.Member.ID)
 			}
 			n.coord.Invalidate()
-			if ev.Kind == p2p.Left {
-				n.takeOver(ctx)
-			}
 			n.kickRebalance()
 		}
 	}

@@ -5,61 +5,90 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-
-	"sou/p2p"
 )
 
-// settling keeps two nodes from crawling one host while ownership moves.
-// After a membership change, a host whose owner changed to this node is not
-// crawled until the previous owner's handoff arrived or the grace period
-// ended; the previous owner stops at once because it no longer owns the host
-// in its own view. A node's first sight of other members counts as a change
-// of every host (it may be joining a network that crawled for a while).
+// settling keeps two nodes from crawling one host while ownership moves to
+// this node. With XOR ownership a join only moves hosts to the newcomer, and
+// a leave moves hosts to a replica that already holds their pages. So the
+// danger is a node that just joined (or rejoined after a crash) crawling a
+// host before the previous owner's crawl state arrived, and fetching again
+// what was already fetched.
+//
+// Protocol: whenever a node sees a member join, it sends that member a
+// handoff manifest — the hosts it is about to hand over, possibly none.
+// A node that has just met the network waits for the manifests of the
+// members it met (bounded by manifestWait) before crawling anything, and a
+// host named in a manifest waits for its handoff (bounded by hostWait).
 type settling struct {
-	mu      sync.Mutex
-	grace   time.Duration
-	since   time.Time // start of the current grace window
-	prev    []peer.ID // the view before the window started; nil = first join
-	first   bool      // the window is a first join
-	settled map[string]bool
-	members int
+	mu           sync.Mutex
+	manifestWait time.Duration
+	hostWait     time.Duration
+	firstSeen    time.Time            // when this node first saw another member
+	awaiting     map[peer.ID]bool     // members whose manifest has not arrived
+	pending      map[string]time.Time // host -> when its manifest named it
+	settled      map[string]bool      // hosts whose handoff arrived
 }
 
-func newSettling(grace time.Duration) *settling {
-	return &settling{grace: grace, settled: map[string]bool{}, members: 1}
+func newSettling(manifestWait, hostWait time.Duration) *settling {
+	return &settling{manifestWait: manifestWait, hostWait: hostWait, awaiting: map[peer.ID]bool{}, pending: map[string]time.Time{}, settled: map[string]bool{}}
 }
 
-// changed records a membership change from the view before it.
-func (s *settling) changed(before []peer.ID, now time.Time) {
+// joined records that p joined, as seen by this node. Members met in the
+// first manifestWait after this node first saw the network are awaited.
+func (s *settling) joined(p peer.ID, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Sub(s.since) >= s.grace {
-		// A new window: remember the view it started from.
-		s.since = now
-		s.first = len(before) <= 1 && s.members <= 1
-		s.prev = append([]peer.ID(nil), before...)
-		clear(s.settled)
+	if s.firstSeen.IsZero() {
+		s.firstSeen = now
 	}
-	s.members = len(before)
+	if now.Sub(s.firstSeen) < s.manifestWait {
+		s.awaiting[p] = true
+	}
+}
+
+// left forgets p: a dead member sends no manifest.
+func (s *settling) left(p peer.ID) {
+	s.mu.Lock()
+	delete(s.awaiting, p)
+	s.mu.Unlock()
+}
+
+// manifest records the hosts p is about to hand over.
+func (s *settling) manifest(p peer.ID, hosts []string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.awaiting, p)
+	for _, h := range hosts {
+		if !s.settled[h] { // the handoff may overtake its manifest
+			s.pending[h] = now
+		}
+	}
 }
 
 // settle marks host as handed over: it may be crawled at once.
 func (s *settling) settle(host string) {
 	s.mu.Lock()
+	delete(s.pending, host)
 	s.settled[host] = true
 	s.mu.Unlock()
 }
 
-// mayCrawl reports whether this node (self), owner of host in its current
-// view, may crawl it now.
-func (s *settling) mayCrawl(host string, self peer.ID, now time.Time) bool {
+// mayCrawl reports whether host, owned by this node in its current view,
+// may be crawled now.
+func (s *settling) mayCrawl(host string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.since.IsZero() || now.Sub(s.since) >= s.grace || s.settled[host] {
-		return true
+	if len(s.awaiting) > 0 {
+		if now.Sub(s.firstSeen) < s.manifestWait {
+			return false
+		}
+		clear(s.awaiting)
 	}
-	if s.first {
-		return false
+	if since, ok := s.pending[host]; ok {
+		if now.Sub(since) < s.hostWait {
+			return false
+		}
+		delete(s.pending, host)
 	}
-	return p2p.OwnerOf(s.prev, host) == self
+	return true
 }

@@ -2,9 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"sync"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -26,13 +30,14 @@ import (
 type replicator struct {
 	mu      sync.Mutex
 	pending map[peer.ID][]*index.Document
+	markers map[peer.ID][]fetchedMarker
 	kick    chan struct{}
 }
 
 const maxPendingReplicas = 20000
 
 func newReplicator() *replicator {
-	return &replicator{pending: map[peer.ID][]*index.Document{}, kick: make(chan struct{}, 1)}
+	return &replicator{pending: map[peer.ID][]*index.Document{}, markers: map[peer.ID][]fetchedMarker{}, kick: make(chan struct{}, 1)}
 }
 
 func (n *Node) replicate(d *index.Document) {
@@ -58,6 +63,19 @@ func (n *Node) replicate(d *index.Document) {
 	r.mu.Unlock()
 }
 
+// replicateFetched queues a marker for a URL settled without a stored page.
+func (n *Node) replicateFetched(m fetchedMarker) {
+	self := n.net.ID()
+	r := n.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range n.net.Replicas(m.Host) {
+		if p != self && len(r.markers[p]) < maxPendingReplicas {
+			r.markers[p] = append(r.markers[p], m)
+		}
+	}
+}
+
 func (n *Node) replicationLoop(ctx context.Context) {
 	t := time.NewTicker(300 * time.Millisecond)
 	defer t.Stop()
@@ -75,13 +93,34 @@ func (n *Node) replicationLoop(ctx context.Context) {
 func (n *Node) flushReplicas(ctx context.Context) {
 	r := n.repl
 	r.mu.Lock()
-	work := r.pending
-	r.pending = map[peer.ID][]*index.Document{}
+	work, markers := r.pending, r.markers
+	r.pending, r.markers = map[peer.ID][]*index.Document{}, map[peer.ID][]fetchedMarker{}
 	r.mu.Unlock()
+	for p, ms := range markers {
+		b, err := encodeGob(pagesMsg{Fetched: ms})
+		if err == nil {
+			err = n.net.Send(ctx, p, topicReplica, b)
+		}
+		if err != nil {
+			r.mu.Lock()
+			if n.isMember(p) {
+				r.markers[p] = append(ms, r.markers[p]...)
+			}
+			r.mu.Unlock()
+		}
+	}
 	for p, docs := range work {
 		for len(docs) > 0 && ctx.Err() == nil {
-			k := min(len(docs), pagesPerMessage)
-			b, err := encodeGob(pagesMsg{Docs: docs[:k]})
+			k, size := 0, 0
+			for k < len(docs) && k < pagesPerMessage && (k == 0 || size+docBytes(docs[k]) <= bytesPerMessage) {
+				size += docBytes(docs[k])
+				k++
+			}
+			batch := make([]*index.Document, k)
+			for i := range batch {
+				batch[i] = wireDoc(docs[i])
+			}
+			b, err := encodeGob(pagesMsg{Docs: batch})
 			if err == nil {
 				err = n.net.Send(ctx, p, topicReplica, b)
 			}
@@ -113,9 +152,34 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 	if err := decodeGob(payload, &m); err != nil {
 		return err
 	}
+	if len(m.Fetched) > 100_000 {
+		return fmt.Errorf("replica message with %d markers", len(m.Fetched))
+	}
+	for _, f := range m.Fetched {
+		if f.URL == "" || hostOf(f.URL) != f.Host || n.net.IsOwner(f.Host) {
+			continue
+		}
+		if err := n.noteReplica(f.Host); err != nil {
+			return err
+		}
+		v := []byte{0}
+		if f.Sitemap {
+			v[0] = 1
+		}
+		if err := n.db.Update(func(txn *badger.Txn) error {
+			return txn.Set([]byte(prefixFetchedMarker+f.Host+"\x00"+f.URL), v)
+		}); err != nil {
+			return err
+		}
+	}
 	for _, d := range m.Docs {
 		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host {
 			continue
+		}
+		if !n.net.IsOwner(d.Host) {
+			if err := n.noteReplica(d.Host); err != nil {
+				return err
+			}
 		}
 		if err := n.ix.Put(ctx, d); err != nil {
 			return err
@@ -124,72 +188,175 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 	return nil
 }
 
-// takeOver runs after a member left: for every host this node now owns and
-// holds only as a replica, it marks the stored pages as fetched and rebuilds
-// the frontier from their links, so the crawl of that host carries on here
-// without waiting for the dead node. Links to other hosts are routed again,
-// which also recovers what was in the dead node's outbox.
+// replicaHosts remembers the hosts this node holds pages of only as a
+// replica ("n:r/<host>" keys, so it survives restarts). Such a host must be
+// taken over before this node crawls it: its stored pages are marked
+// fetched and the frontier is rebuilt from their links, so the crawl carries
+// on here without fetching again what the dead owner already fetched. Links
+// to other hosts are routed again, which also recovers what was in the dead
+// node's outbox.
+type replicaHosts struct {
+	mu      sync.Mutex
+	hosts   map[string]bool
+	running bool
+}
+
+// Badger keys of the node: "n:r/<host>" marks a replica-only host;
+// "n:f/<host>\x00<url>" a URL its owner settled without a page (value 1 for
+// a sitemap).
+const (
+	prefixReplicaHost   = "n:r/"
+	prefixFetchedMarker = "n:f/"
+)
+
+func (n *Node) loadReplicaHosts() error {
+	n.replicas.hosts = map[string]bool{}
+	return n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixReplicaHost)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n.replicas.hosts[string(it.Item().Key()[len(prefixReplicaHost):])] = true
+		}
+		return nil
+	})
+}
+
+// noteReplica records that host's pages are held here as a replica.
+func (n *Node) noteReplica(host string) error {
+	r := &n.replicas
+	r.mu.Lock()
+	known := r.hosts[host]
+	r.hosts[host] = true
+	r.mu.Unlock()
+	if known {
+		return nil
+	}
+	return n.db.Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(prefixReplicaHost+host), nil)
+	})
+}
+
+// needsTakeover reports whether host is held only as a replica; if this
+// node now owns it, a takeover is started (one at a time).
+func (n *Node) needsTakeover(ctx context.Context, host string) bool {
+	r := &n.replicas
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.hosts[host] {
+		return false
+	}
+	if !r.running {
+		r.running = true
+		go n.takeOver(ctx)
+	}
+	return true
+}
+
+// takeOver takes over every replica-only host this node now owns.
 func (n *Node) takeOver(ctx context.Context) {
-	hosts, err := n.crawler.Hosts(ctx)
-	if err != nil {
-		n.errs.add("takeover", err)
-		return
+	r := &n.replicas
+	defer func() {
+		r.mu.Lock()
+		r.running = false
+		r.mu.Unlock()
+	}()
+	r.mu.Lock()
+	var hosts []string
+	for h := range r.hosts {
+		if n.net.IsOwner(h) {
+			hosts = append(hosts, h)
+		}
 	}
-	known := make(map[string]bool, len(hosts))
-	for _, h := range hosts {
-		known[h] = true
+	r.mu.Unlock()
+	for _, host := range hosts {
+		if err := n.takeOverHost(ctx, host); err != nil {
+			if ctx.Err() == nil {
+				n.errs.add("takeover "+host, err)
+			}
+			continue
+		}
+		r.mu.Lock()
+		delete(r.hosts, host)
+		r.mu.Unlock()
+		if err := n.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReplicaHost + host)) }); err != nil {
+			n.errs.add("takeover "+host, err)
+		}
 	}
-	byHost := map[string][]*index.PageRecord{}
-	err = n.ix.ForEachPage(ctx, "", func(r *index.PageRecord) error {
-		if !known[r.Host] && n.net.IsOwner(r.Host) {
-			byHost[r.Host] = append(byHost[r.Host], r)
+}
+
+func (n *Node) takeOverHost(ctx context.Context, host string) error {
+	var urls []string
+	var links []crawl.Discovered
+	err := n.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {
+		urls = append(urls, r.URL)
+		u, err := url.Parse(r.URL)
+		if err != nil {
+			return nil
+		}
+		parsed, err := crawl.ParseHTML(r.Raw, r.ContentType, r.Header, u)
+		if err != nil || parsed.NoFollow {
+			return nil
+		}
+		for _, l := range parsed.Links {
+			if !l.NoFollow {
+				links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1})
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		n.errs.add("takeover", err)
-		return
+		return err
 	}
-	for host, recs := range byHost {
-		urls := make([]string, len(recs))
-		var links []crawl.Discovered
-		for i, r := range recs {
-			urls[i] = r.URL
-			u, err := url.Parse(r.URL)
-			if err != nil {
-				continue
-			}
-			parsed, err := crawl.ParseHTML(r.Raw, r.ContentType, r.Header, u)
-			if err != nil || parsed.NoFollow {
-				continue
-			}
-			for _, l := range parsed.Links {
-				if !l.NoFollow {
-					links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1})
-				}
-			}
+	markerPrefix := []byte(prefixFetchedMarker + host + "\x00")
+	sitemaps := false
+	var markerKeys [][]byte
+	err = n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: markerPrefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			markerKeys = append(markerKeys, k)
+			urls = append(urls, string(k[len(markerPrefix):]))
+			_ = it.Item().Value(func(v []byte) error {
+				sitemaps = sitemaps || (len(v) == 1 && v[0] == 1)
+				return nil
+			})
 		}
-		if err := n.crawler.MarkFetched(ctx, urls); err != nil {
-			n.errs.add("takeover "+host, err)
-			continue
-		}
-		var local []crawl.Discovered
-		var remote []p2p.URLRecord
-		for _, l := range links {
-			if h := hostOf(l.URL); h != "" && n.net.IsOwner(h) {
-				local = append(local, l)
-			} else {
-				remote = append(remote, p2p.URLRecord{URL: l.URL, Anchor: l.Anchor, SourceHost: l.SourceHost, Depth: l.Depth})
-			}
-		}
-		if err := n.crawler.Add(ctx, local); err != nil {
-			n.errs.add("takeover "+host, err)
-		}
-		if len(remote) > 0 {
-			if err := n.net.Forward(ctx, remote); err != nil {
-				n.errs.add("takeover "+host, err)
-			}
-		}
-		n.log.Info("took over host", "host", host, "pages", len(recs), "links", len(links))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	if err := n.crawler.MarkFetched(ctx, urls); err != nil {
+		return err
+	}
+	if sitemaps {
+		if err := n.crawler.MarkSitemapsDone(ctx, host); err != nil {
+			return err
+		}
+	}
+	for _, k := range markerKeys {
+		if err := n.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
+			return err
+		}
+	}
+	var local []crawl.Discovered
+	var remote []p2p.URLRecord
+	for _, l := range links {
+		if h := hostOf(l.URL); h != "" && n.net.IsOwner(h) {
+			local = append(local, l)
+		} else {
+			remote = append(remote, p2p.URLRecord{URL: l.URL, Anchor: l.Anchor, SourceHost: l.SourceHost, Depth: l.Depth})
+		}
+	}
+	if err := n.crawler.Add(ctx, local); err != nil {
+		return err
+	}
+	if len(remote) > 0 {
+		if err := n.net.Forward(ctx, remote); err != nil && !errors.Is(err, p2p.ErrInvalidRecord) {
+			return err
+		}
+	}
+	n.log.Info("took over host", "host", host, "pages", len(urls), "links", len(links))
+	return nil
 }

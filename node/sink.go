@@ -24,7 +24,8 @@ func (s *sink) Owns(hostKey string) bool { return s.n.net.IsOwner(hostKey) }
 // MayFetch is false while ownership of hostKey is moving to this node (see
 // settling) and when the host is not ours.
 func (s *sink) MayFetch(hostKey string) bool {
-	return s.n.net.IsOwner(hostKey) && s.n.settle.mayCrawl(hostKey, s.n.net.ID(), time.Now())
+	n := s.n
+	return n.net.IsOwner(hostKey) && n.settle.mayCrawl(hostKey, time.Now()) && !n.needsTakeover(n.runCtx(), hostKey)
 }
 
 func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
@@ -87,4 +88,9 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 		}
 	}
 	return nil
+}
+
+// Fetched tells the host's replicas about a URL settled without a page.
+func (s *sink) Fetched(host, url string, sitemap bool) {
+	s.n.replicateFetched(fetchedMarker{Host: host, URL: url, Sitemap: sitemap})
 }

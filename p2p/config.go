@@ -75,7 +75,7 @@ func DefaultLANConfig() Config {
 		PeerBurst:         2000,
 		ThrottleFor:       5 * time.Second,
 		BatchMaxURLs:      2000,
-		BatchDelay:        50 * time.Millisecond,
+		BatchDelay:        300 * time.Millisecond,
 		RetryMin:          200 * time.Millisecond,
 		RetryMax:          10 * time.Second,
 		ConnLow:           100,

@@ -36,12 +36,15 @@
 // Document-at-a-time over all required groups with block-max pruning: once
 // k hits are held, the sum of the current blocks' score bounds (per-block max
 // TF and min field length, inflated by 1e-9 against rounding) plus the
-// static-rank bound is compared with the k-th score, and a run of documents
+// static-rank bound (from the shard's largest static rank) is compared with the k-th score, and a run of documents
 // whose bound cannot beat it is skipped without decoding; the term-level
 // bound ends the query early. Ties break on docID, the visiting order, so
 // the result equals exhaustive scoring (tested). Positions are decoded only
 // to verify phrases; exclusions and site:/host filters are checked per
 // candidate. Each Candidate carries per-term per-field TFs and field lengths
 // for exact rescoring; Total is exact only when nothing was pruned
-// (ShardResult.TotalExact).
+// (ShardResult.TotalExact). With a host filter, Search returns statistics
+// restricted to the passing hosts (as LocalStats does): Docs and field sums
+// from per-host aggregates, DF by a scan only when some host is filtered out.
+// Unflushed documents (at most FlushInterval old) are not yet searchable.
 package search

@@ -199,7 +199,7 @@ func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionS
 	for i, t := range e.terms {
 		e.idfs[i] = idf(global.Docs, global.DF[t])
 	}
-	e.staticUB = e.p.StaticWeight
+	e.staticUB = staticScore(&e.p, r.MaxStaticRank()) * boundSlack
 	e.tfs = make([][index.NumFields]uint32, len(e.terms))
 	e.has = make([]bool, len(e.terms))
 
@@ -444,9 +444,10 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 }
 
 // LocalStats returns this shard's statistics for q restricted to hosts
-// passing hostFilter (nil = all), for a two-phase exact search. With a
-// filter, Docs, FieldLenSum and DF are counted exactly over live documents,
-// which costs a pass over the terms' postings.
+// passing hostFilter (nil = all), for a two-phase exact search. Docs and
+// FieldLenSum come from per-host aggregates; when some stored host fails
+// the filter, DF is counted exactly over live documents (a pass over the
+// terms' postings without positions), else it is the shard's DF.
 func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host string) bool) (*CollectionStats, error) {
 	r := l.ix.NewReader()
 	defer r.Close()
@@ -465,13 +466,8 @@ func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host s
 }
 
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
-	st := &CollectionStats{DF: make(map[string]int64, len(terms))}
 	ok := map[string]bool{}
-	allowed := func(id uint32) bool {
-		if !r.Live(id) {
-			return false
-		}
-		h := r.Host(id)
+	keep := func(h string) bool {
 		v, seen := ok[h]
 		if !seen {
 			v = hostFilter(h)
@@ -479,29 +475,33 @@ func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, 
 		}
 		return v
 	}
-	n := r.NumDocIDs()
-	for id := uint32(0); id < n; id++ {
-		if id&4095 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	st := &CollectionStats{DF: make(map[string]int64, len(terms))}
+	var all bool
+	st.Docs, st.FieldLenSum, all = l.ix.HostStats(keep)
+	if all {
+		// Every stored host passes: the shard's own statistics (cheap; DF
+		// then also counts tombstoned postings not yet purged).
+		st.Docs, st.FieldLenSum = r.Docs(), r.FieldLenSum()
+		for _, t := range terms {
+			p, err := r.Postings(t, false)
+			if err != nil {
+				return nil, fmt.Errorf("search: %w", err)
 			}
+			st.DF[t] = p.DF
 		}
-		if allowed(id) {
-			st.Docs++
-			lens := r.FieldLens(id)
-			for f := range lens {
-				st.FieldLenSum[f] += int64(lens[f])
-			}
-		}
+		return st, nil
 	}
 	for _, t := range terms {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		p, err := r.Postings(t, false)
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
 		var df int64
 		for d := p.Doc(); d != index.NoMoreDocs; d = p.Next() {
-			if allowed(d) {
+			if r.Live(d) && keep(r.Host(d)) {
 				df++
 			}
 		}

@@ -77,7 +77,7 @@ func (l *launcher) start(ctx context.Context, i int, bootstrap []string) (*nodeP
 	p.args = []string{"node",
 		"--data", p.DataDir, "--http", p.HTTP, "--network", l.network, "--dns", l.dns,
 		"--listen", fmt.Sprintf("/ip4/%s/tcp/0,/ip4/%s/udp/0/quic-v1", ip, ip),
-		"--mdns=false", "--fast", "--allow-loopback", "--log-level", "warn",
+		"--mdns=false", "--fast", "--allow-loopback", "--source-ip", ip, "--log-level", nodeLogLevel(),
 	}
 	if len(bootstrap) > 0 {
 		p.args = append(p.args, "--bootstrap", strings.Join(bootstrap, ","))
@@ -310,4 +310,12 @@ func tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// nodeLogLevel is the nodes' log level: warn, or SOU_TESTNET_LOG_LEVEL.
+func nodeLogLevel() string {
+	if l := os.Getenv("SOU_TESTNET_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }

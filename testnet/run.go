@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"sou/crawl"
+	"sou/index"
 	"sou/node"
 	"sou/search"
 	"sou/testnet/simweb"
@@ -127,7 +129,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		}
 	}
 	dir := cfg.Dir
-	if dir == "" {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("--dir: %w", err)
+		}
+	} else {
 		d, err := os.MkdirTemp("", "sou-testnet-")
 		if err != nil {
 			return nil, fmt.Errorf("testnet directory: %w", err)
@@ -171,6 +177,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	if err := crawlToCompletion(ctx, cfg, l, web, rep, logf); err != nil {
 		return nil, err
 	}
+	if cfg.Keep {
+		if err := writeWebLogs(web, dir); err != nil {
+			logf("write request log: %v", err)
+		}
+	}
 	fetches := fetchesFrom(web.Requests(0))
 	fast := crawl.FastConfig().Politeness
 	rep.Crawl = crawlChecks(truth, fetches, func(host string) time.Duration {
@@ -204,12 +215,8 @@ func (r *Report) judge(cfg RunConfig) {
 	if r.Crawl.Coverage < 1 {
 		fail(fmt.Sprintf("coverage %.4f < 1", r.Crawl.Coverage))
 	}
-	churn := cfg.Crashes > 0 || cfg.KillAt != "" || cfg.JoinAt != ""
-	switch {
-	case !churn && r.Crawl.DuplicateFetches > 0:
-		fail(fmt.Sprintf("%d duplicate fetches", r.Crawl.DuplicateFetches))
-	case churn && r.Crawl.DuplicateRate > 0.001:
-		fail(fmt.Sprintf("duplicate rate %.4f > 0.001 under churn", r.Crawl.DuplicateRate))
+	if allowed := allowedDuplicates(cfg, r.Crawl.PagesExpected); r.Crawl.DuplicateFetches > allowed {
+		fail(fmt.Sprintf("%d duplicate fetches, the scenario allows %d", r.Crawl.DuplicateFetches, allowed))
 	}
 	if r.Crawl.RobotsViolations > 0 {
 		fail(fmt.Sprintf("%d robots violations", r.Crawl.RobotsViolations))
@@ -226,6 +233,24 @@ func (r *Report) judge(cfg RunConfig) {
 		}
 	}
 	r.OK = len(r.Failures) == 0
+}
+
+// allowedDuplicates is how many duplicate fetches a scenario may cause.
+// Without churn: none. A node that joins or leaves may cost 0.1% of the
+// pages (issue 5). A SIGKILL can also orphan every response in flight at
+// that instant: the web has answered, but the process that would have
+// stored the answer is gone, so the restarted node must fetch the URL again
+// or lose the page. That bound is one response per fetch worker per kill.
+func allowedDuplicates(cfg RunConfig, pages int) int {
+	allowed := 0
+	if cfg.JoinAt != "" || cfg.KillAt != "" || cfg.Crashes > 0 {
+		allowed = pages / 1000
+	}
+	kills := cfg.Crashes
+	if cfg.KillAt != "" {
+		kills++
+	}
+	return max(allowed, kills*crawl.FastConfig().Workers)
 }
 
 func waitMembers(ctx context.Context, l *launcher, want int, limit time.Duration) error {
@@ -409,30 +434,34 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 	return sr, nil
 }
 
-// querySet draws n queries from the titles of required pages: the first
-// two words of a title with spaces, or its first four characters otherwise.
+// querySet draws n queries from the titles of indexable required pages:
+// the first two words of the title, as the analyzer segments it, so that a
+// Chinese title is cut at word boundaries and not in the middle of a word.
 func querySet(truth *simweb.Truth, n int, seed int64) []string {
 	var titles []string
 	for _, p := range truth.Pages {
-		if p.Required && p.Title != "" {
+		if p.Required && p.Title != "" && !p.Noindex && p.MirrorOf == "" && p.NearDuplicateOf == "" {
 			titles = append(titles, p.Title)
 		}
 	}
 	if len(titles) == 0 {
 		return nil
 	}
+	an := index.SharedAnalyzer()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b9))
 	out := make([]string, 0, n)
-	for len(out) < n {
+	for tries := 0; len(out) < n && tries < 20*n; tries++ {
 		t := titles[rng.IntN(len(titles))]
-		var q string
-		if f := strings.Fields(t); len(f) >= 2 {
-			q = f[0] + " " + f[1]
-		} else {
-			r := []rune(t)
-			q = string(r[:min(4, len(r))])
+		var words []string
+		for _, tok := range an.AnalyzeQuery(t) {
+			if len(words) == 2 {
+				break
+			}
+			words = append(words, tok.Term)
 		}
-		out = append(out, q)
+		if len(words) > 0 {
+			out = append(out, strings.Join(words, " "))
+		}
 	}
 	return out
 }
@@ -463,4 +492,23 @@ func (p *progress) update(web *simweb.Web) (requests, fetched int) {
 		}
 	}
 	return p.next, len(p.got)
+}
+
+// writeWebLogs keeps the web's request log and truth listing next to the
+// node data, for inspection.
+func writeWebLogs(web *simweb.Web, dir string) error {
+	for name, write := range map[string]func(io.Writer) error{"requests.json": web.WriteRequests, "truth.json": web.WriteTruth} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := write(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

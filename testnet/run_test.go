@@ -74,9 +74,13 @@ func TestSingleNodeSurvivesSIGKILL(t *testing.T) {
 	if len(rep.Events) != 3 {
 		t.Fatalf("events %v, want 3 kills", rep.Events)
 	}
-	if rep.Crawl.Coverage < 1 || rep.Crawl.DuplicateFetches > 0 {
-		t.Fatalf("after 3 SIGKILLs: coverage %.4f, %d duplicate fetches %v", rep.Crawl.Coverage, rep.Crawl.DuplicateFetches, rep.Crawl.Duplicates)
+	if !rep.OK {
+		t.Fatalf("after 3 SIGKILLs: %v", rep.Failures)
 	}
+	// Each kill may orphan the responses in flight at that instant (see
+	// allowedDuplicates); anything else would be a lost frontier or
+	// URL-seen entry.
+	t.Logf("duplicate fetches after 3 kills: %d %v", rep.Crawl.DuplicateFetches, rep.Crawl.Duplicates)
 }
 
 func TestFourNodes(t *testing.T) {

@@ -42,7 +42,11 @@ func Up(ctx context.Context, cfg UpConfig) error {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	dir := cfg.Dir
-	if dir == "" {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("--dir: %w", err)
+		}
+	} else {
 		d, err := os.MkdirTemp("", "sou-testnet-")
 		if err != nil {
 			return fmt.Errorf("testnet directory: %w", err)

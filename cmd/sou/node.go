@@ -55,6 +55,7 @@ func newNodeCmd() *cobra.Command {
 	f.BoolVar(&cfg.AllowLoopback, "allow-loopback", false, "let the crawler fetch from loopback addresses (testnets)")
 	f.BoolVar(&cfg.AllowPrivate, "allow-private", false, "let the crawler fetch from private and link-local addresses")
 	f.IntVar(&cfg.Workers, "workers", 0, "concurrent fetches (0 = default)")
+	f.StringVar(&cfg.SourceIP, "source-ip", "", "local address of the crawler's connections (default: the system's choice)")
 	f.DurationVar(&cfg.MinDelay, "min-delay", 0, "minimum delay between requests to one host (0 = default)")
 	f.IntVar(&cfg.MaxPagesPerHost, "max-pages-per-host", 0, "page budget per host (0 = unlimited)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
