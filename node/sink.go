@@ -50,6 +50,9 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	n := s.n
 	n.metrics.observeFetch(p)
 	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
+		// Not indexed, but fetched: the replicas must know, or a takeover
+		// would fetch it again.
+		n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL})
 		return nil
 	}
 	if len(n.net.Members()) > 1 {
@@ -58,6 +61,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
 		}
 		if winner != p.URL {
+			n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL})
 			return nil
 		}
 	}

@@ -75,7 +75,7 @@ func DefaultLANConfig() Config {
 		PeerBurst:         2000,
 		ThrottleFor:       5 * time.Second,
 		BatchMaxURLs:      2000,
-		BatchDelay:        300 * time.Millisecond,
+		BatchDelay:        time.Second,
 		RetryMin:          200 * time.Millisecond,
 		RetryMax:          10 * time.Second,
 		ConnLow:           100,
