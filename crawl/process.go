@@ -251,8 +251,8 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 			c.count.err("store")
 			return fmt.Errorf("store %s: %w", e.URL, err)
 		}
-	} else if fs, ok := c.sink.(FetchedSink); ok {
-		fs.Fetched(e.Host, e.URL, false)
+	} else {
+		c.noteFetched(e.Host, e.URL)
 	}
 	now := c.clock.Now()
 	hash := hashURL(e.URL)

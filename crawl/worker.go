@@ -217,6 +217,9 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 	if err != nil {
 		return c.slotFailed(h, err)
 	}
+	if status == 304 || resp.Skipped || status >= 400 {
+		c.noteFetched(q.host, q.rec.URL)
+	}
 	return slotResult{outcome: outcomeOK, resp: resp.Duration}
 }
 
@@ -575,4 +578,11 @@ func (f *frontier) countFetch(h *hostState) {
 	f.mu.Lock()
 	h.rec.Fetched++
 	f.mu.Unlock()
+}
+
+// noteFetched tells a FetchedSink about a URL settled without processing.
+func (c *Crawler) noteFetched(host, url string) {
+	if fs, ok := c.sink.(FetchedSink); ok {
+		fs.Fetched(host, url, false)
+	}
 }

@@ -56,7 +56,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50)}
 	n.handoff.kick = make(chan struct{}, 1)
 	n.repl = newReplicator()
-	n.settle = newSettling(15*time.Second, 2*time.Minute)
+	n.settle = newSettling(15*time.Second, 2*time.Minute, len(cfg.Bootstrap) > 0, time.Now())
 	closeOnErr := func(f func() error) {
 		if err != nil {
 			_ = f()
@@ -323,7 +323,13 @@ func (n *Node) watchMembers(ctx context.Context) {
 			n.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
 			switch ev.Kind {
 			case p2p.Joined:
-				n.settle.joined(ev.Member.ID, time.Now())
+				var others []peer.ID
+				for _, m := range n.net.Members() {
+					if m.ID != n.net.ID() {
+						others = append(others, m.ID)
+					}
+				}
+				n.settle.joined(others, time.Now())
 				go n.sendManifest(ctx, ev.Member.ID)
 			case p2p.Left:
 				n.settle.left(ev.Member.ID)

@@ -20,29 +20,41 @@ import (
 // members it met (bounded by manifestWait) before crawling anything, and a
 // host named in a manifest waits for its handoff (bounded by hostWait).
 type settling struct {
-	mu           sync.Mutex
+	mu sync.Mutex
+	// joining is true for a node started with bootstrap peers: until it
+	// meets them (or manifestWait passes) it may own every host in its
+	// lonely view, and must crawl none.
+	joining      bool
+	started      time.Time
 	manifestWait time.Duration
 	hostWait     time.Duration
 	firstSeen    time.Time            // when this node first saw another member
 	awaiting     map[peer.ID]bool     // members whose manifest has not arrived
 	pending      map[string]time.Time // host -> when its manifest named it
 	settled      map[string]bool      // hosts whose handoff arrived
+	manifested   map[peer.ID]bool     // members whose manifest arrived
 }
 
-func newSettling(manifestWait, hostWait time.Duration) *settling {
-	return &settling{manifestWait: manifestWait, hostWait: hostWait, awaiting: map[peer.ID]bool{}, pending: map[string]time.Time{}, settled: map[string]bool{}}
+func newSettling(manifestWait, hostWait time.Duration, joining bool, now time.Time) *settling {
+	return &settling{manifestWait: manifestWait, hostWait: hostWait, joining: joining, started: now, awaiting: map[peer.ID]bool{}, pending: map[string]time.Time{}, settled: map[string]bool{}, manifested: map[peer.ID]bool{}}
 }
 
-// joined records that p joined, as seen by this node. Members met in the
-// first manifestWait after this node first saw the network are awaited.
-func (s *settling) joined(p peer.ID, now time.Time) {
+// joined records a member joining, with the members this node sees now
+// (self excluded). Every member seen in the first manifestWait after this
+// node first met the network is awaited: membership events arrive one by
+// one, but ownership already follows the whole view.
+func (s *settling) joined(members []peer.ID, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.firstSeen.IsZero() {
 		s.firstSeen = now
 	}
 	if now.Sub(s.firstSeen) < s.manifestWait {
-		s.awaiting[p] = true
+		for _, p := range members {
+			if !s.manifested[p] {
+				s.awaiting[p] = true
+			}
+		}
 	}
 }
 
@@ -58,6 +70,7 @@ func (s *settling) manifest(p peer.ID, hosts []string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.awaiting, p)
+	s.manifested[p] = true
 	for _, h := range hosts {
 		if !s.settled[h] { // the handoff may overtake its manifest
 			s.pending[h] = now
@@ -78,6 +91,9 @@ func (s *settling) settle(host string) {
 func (s *settling) mayCrawl(host string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.joining && s.firstSeen.IsZero() && now.Sub(s.started) < s.manifestWait {
+		return false
+	}
 	if len(s.awaiting) > 0 {
 		if now.Sub(s.firstSeen) < s.manifestWait {
 			return false
