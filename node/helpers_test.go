@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -45,13 +44,7 @@ func newHandlerNode(t *testing.T, cfg Config) (*Node, *httptest.Server) {
 // base URL; the node stops when the test ends.
 func runNode(t *testing.T, cfg Config) (*Node, string) {
 	t.Helper()
-	// Run does not report the port it bound, so pick a free one first.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	cfg.HTTPAddr = ln.Addr().String()
-	_ = ln.Close()
+	cfg.HTTPAddr = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := New(ctx, cfg, quietLogger())
 	if err != nil {
@@ -71,8 +64,11 @@ func runNode(t *testing.T, cfg Config) (*Node, string) {
 			t.Errorf("Run did not return 20 s after cancel")
 		}
 	})
-	base := "http://" + cfg.HTTPAddr
 	deadline := time.Now().Add(10 * time.Second)
+	for n.HTTPAddr() == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	base := "http://" + n.HTTPAddr()
 	for {
 		resp, err := http.Get(base + "/api/status")
 		if err == nil {

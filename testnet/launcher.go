@@ -29,9 +29,10 @@ type nodeProc struct {
 	PeerID  string
 	Addrs   []string
 
-	args    []string
-	bin     string
-	logPath string
+	args     []string // baseArgs plus the current bootstrap peers
+	baseArgs []string
+	bin      string
+	logPath  string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -74,15 +75,16 @@ func (l *launcher) start(ctx context.Context, i int, bootstrap []string) (*nodeP
 		DataDir: filepath.Join(l.root, fmt.Sprintf("node-%02d", i)),
 		logPath: filepath.Join(l.root, fmt.Sprintf("node-%02d.log", i)),
 	}
-	p.args = []string{"node",
+	// Fixed ports on the node's own address: a node restarted after a
+	// SIGKILL comes back at the same multiaddr (its identity key is in its
+	// data directory), so the other nodes' peerstores stay right.
+	p.baseArgs = []string{"node",
 		"--data", p.DataDir, "--http", p.HTTP, "--network", l.network, "--dns", l.dns,
-		"--listen", fmt.Sprintf("/ip4/%s/tcp/0,/ip4/%s/udp/0/quic-v1", ip, ip),
+		"--listen", fmt.Sprintf("/ip4/%s/tcp/%d,/ip4/%s/udp/%d/quic-v1", ip, libp2pPort, ip, libp2pPort),
 		"--mdns=false", "--fast", "--allow-loopback", "--source-ip", ip, "--log-level", nodeLogLevel(),
 	}
-	if len(bootstrap) > 0 {
-		p.args = append(p.args, "--bootstrap", strings.Join(bootstrap, ","))
-	}
-	p.args = append(p.args, l.extra...)
+	p.baseArgs = append(p.baseArgs, l.extra...)
+	p.setBootstrap(bootstrap)
 	if err := p.spawn(); err != nil {
 		return nil, err
 	}
@@ -239,12 +241,24 @@ func (p *nodeProc) stop(grace time.Duration) {
 	}
 }
 
+// libp2pPort is every testnet node's libp2p port (TCP and QUIC), on its
+// own loopback address.
+const libp2pPort = 4001
+
+func (p *nodeProc) setBootstrap(addrs []string) {
+	p.args = append([]string(nil), p.baseArgs...)
+	if len(addrs) > 0 {
+		p.args = append(p.args, "--bootstrap", strings.Join(addrs, ","))
+	}
+}
+
 // restart starts a killed node again on the same data directory and
-// addresses.
-func (p *nodeProc) restart(ctx context.Context) error {
+// addresses, bootstrapped to the nodes alive now.
+func (p *nodeProc) restart(ctx context.Context, bootstrap []string) error {
 	if p.alive() {
 		return errors.New("node is running")
 	}
+	p.setBootstrap(bootstrap)
 	if err := p.spawn(); err != nil {
 		return err
 	}

@@ -72,6 +72,20 @@ type SearchReport struct {
 	ZeroResults    int     `json:"zero_results"`
 	MRR10          float64 `json:"mrr10,omitempty"`
 	S10            float64 `json:"s10,omitempty"`
+	// AfterKill is filled by --kill-after-crawl.
+	AfterKill *AfterKillReport `json:"after_kill,omitempty"`
+}
+
+// AfterKillReport: searches while a node is dead and after its replica took
+// over.
+type AfterKillReport struct {
+	Killed          int     `json:"killed_node"`
+	Queries         int     `json:"queries"`
+	PartialReported bool    `json:"partial_reported"`
+	MaxLatencyMS    float64 `json:"max_latency_ms"`
+	Late            int     `json:"late"`
+	Changed         int     `json:"changed_top10"`
+	SameTop10       bool    `json:"same_top10_after_takeover"`
 }
 
 // fetch is one request as the web saw it.

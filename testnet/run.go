@@ -47,6 +47,11 @@ type RunConfig struct {
 	JoinAt, KillAt string
 	// Queries is the size of the query phase (0 = no query phase).
 	Queries int
+	// KillAfterCrawl kills one node after the query phase and checks that
+	// searches answer before the deadline with the missing member in their
+	// coverage, and that once its replica took over they return the same
+	// top 10 as before the kill.
+	KillAfterCrawl bool
 	// Progress receives a line now and then; nil = silent.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -108,8 +113,8 @@ func (c *RunConfig) Validate() error {
 	if _, err := parseTrigger("kill-at", c.KillAt); err != nil {
 		return err
 	}
-	if c.KillAt != "" && c.Nodes < 2 {
-		return errors.New("--kill-at needs at least 2 nodes")
+	if (c.KillAt != "" || c.KillAfterCrawl) && c.Nodes < 2 {
+		return errors.New("--kill-at and --kill-after-crawl need at least 2 nodes")
 	}
 	return nil
 }
@@ -204,6 +209,13 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			return nil, err
 		}
 		rep.Search = sr
+		if cfg.KillAfterCrawl {
+			kr, err := killAfterCrawl(ctx, l, querySet(truth, cfg.Queries, cfg.Seed), logf)
+			if err != nil {
+				return nil, err
+			}
+			rep.Search.AfterKill = kr
+		}
 	}
 	rep.judge(cfg)
 	return rep, nil
@@ -230,6 +242,17 @@ func (r *Report) judge(cfg RunConfig) {
 		}
 		if !s.RankConsistent {
 			fail("nodes disagree on the top 10")
+		}
+		if k := s.AfterKill; k != nil {
+			if !k.PartialReported {
+				fail("searches right after the kill did not report the missing member")
+			}
+			if k.Late > 0 {
+				fail(fmt.Sprintf("%d searches after the kill answered past their deadline", k.Late))
+			}
+			if !k.SameTop10 {
+				fail(fmt.Sprintf("after the takeover %d of %d queries return a different top 10", k.Changed, k.Queries))
+			}
 		}
 	}
 	r.OK = len(r.Failures) == 0
@@ -346,7 +369,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 			live := l.live()
 			victim := live[rng.IntN(len(live))]
 			victim.kill()
-			if err := victim.restart(ctx); err != nil {
+			if err := victim.restart(ctx, l.bootstrapAddrs()); err != nil {
 				return fmt.Errorf("restart node %d after SIGKILL: %w", victim.Index, err)
 			}
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) and restarted at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
@@ -511,4 +534,79 @@ func writeWebLogs(web *simweb.Web, dir string) error {
 		}
 	}
 	return nil
+}
+
+// topTens asks node p each query and returns the result URLs.
+func topTens(ctx context.Context, p *nodeProc, queries []string, timeout time.Duration) ([][]string, []search.Response, error) {
+	tops := make([][]string, len(queries))
+	resps := make([]search.Response, len(queries))
+	for i, q := range queries {
+		v := url.Values{"q": {q}, "n": {"10"}, "timeout": {timeout.String()}}
+		if err := p.getJSON(ctx, "/api/search?"+v.Encode(), &resps[i]); err != nil {
+			return nil, nil, fmt.Errorf("query %q at node %d: %w", q, p.Index, err)
+		}
+		for _, r := range resps[i].Results {
+			tops[i] = append(tops[i], r.URL)
+		}
+	}
+	return tops, resps, nil
+}
+
+// killAfterCrawl is the search half of a node failure (issue 6).
+func killAfterCrawl(ctx context.Context, l *launcher, queries []string, logf func(string, ...any)) (*AfterKillReport, error) {
+	live := l.live()
+	asker, victim := live[0], live[len(live)-1]
+	const deadline = 500 * time.Millisecond
+	before, _, err := topTens(ctx, asker, queries, deadline)
+	if err != nil {
+		return nil, err
+	}
+	victim.kill()
+	logf("node %d killed after the crawl; searching from node %d", victim.Index, asker.Index)
+	kr := &AfterKillReport{Queries: len(queries), Killed: victim.Index}
+	for _, q := range queries[:min(20, len(queries))] {
+		v := url.Values{"q": {q}, "n": {"10"}, "timeout": {deadline.String()}}
+		t0 := time.Now()
+		var resp search.Response
+		if err := asker.getJSON(ctx, "/api/search?"+v.Encode(), &resp); err != nil {
+			return nil, err
+		}
+		took := time.Since(t0)
+		kr.MaxLatencyMS = max(kr.MaxLatencyMS, round3(float64(took.Microseconds())/1000))
+		if took > deadline+200*time.Millisecond {
+			kr.Late++
+		}
+		if !resp.Coverage.Complete {
+			kr.PartialReported = true
+		}
+	}
+	// Wait for the membership to drop the dead node and the replica to
+	// take over its hosts.
+	wait := time.Now().Add(60 * time.Second)
+	for {
+		ok := true
+		for _, p := range l.live() {
+			st, err := p.status(ctx)
+			if err != nil || st.Members != len(live)-1 || !st.Idle {
+				ok = false
+				break
+			}
+		}
+		if ok || time.Now().After(wait) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(4 * time.Second) // a postings flush of the taken-over pages
+	after, _, err := topTens(ctx, asker, queries, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	for i := range queries {
+		if strings.Join(before[i], "\n") != strings.Join(after[i], "\n") {
+			kr.Changed++
+		}
+	}
+	kr.SameTop10 = kr.Changed == 0
+	return kr, nil
 }
