@@ -10,27 +10,16 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 
 	"sou/index"
+	"sou/node"
 	"sou/search"
 )
 
 // OpenBadger opens a Badger in dir with the settings a sou node uses
 // (node/store.go), so sizes and speeds are the product's.
 func OpenBadger(dir string) (*badger.DB, error) {
-	opts := badger.DefaultOptions(dir).
-		WithLogger(nil).
-		WithMemTableSize(32 << 20).
-		WithNumMemtables(3).
-		WithBlockCacheSize(32 << 20).
-		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(256 << 20).
-		WithValueThreshold(4 << 10).
-		WithCompression(options.ZSTD).
-		WithZSTDCompressionLevel(1).
-		WithNumCompactors(2).
-		WithDetectConflicts(false)
+	opts := node.BadgerOptions(dir)
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger in %s: %w", dir, err)

@@ -11,6 +11,7 @@ import (
 
 	"sou/crawl"
 	"sou/index"
+	"sou/node"
 	"sou/testnet/simweb"
 )
 
@@ -50,12 +51,7 @@ func (s *singleNodeSink) Store(ctx context.Context, p *crawl.Page) error {
 		s.indexed.Add(1)
 		return nil
 	}
-	doc := &index.Document{
-		URL: p.URL, Host: p.Host, Title: p.Title, Headings: p.Headings, Body: p.Text, Lang: p.Lang,
-		Status: p.Status, FetchedAt: p.FetchedAt, ContentType: p.ContentType, Charset: p.Charset,
-		Header: p.Header, Raw: p.Raw, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
-	}
-	if err := s.ix.Put(ctx, doc); err != nil {
+	if err := s.ix.Put(ctx, node.DocumentFromPage(p)); err != nil {
 		return fmt.Errorf("index %s: %w", p.URL, err)
 	}
 	s.indexed.Add(1)

@@ -91,3 +91,43 @@ func FuzzNormalizeURL(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseRobots(f *testing.F) {
+	for _, s := range []string{
+		"User-agent: *\nDisallow: /private/\nCrawl-delay: 5\nSitemap: http://a.test/s.xml\n",
+		"User-agent: sou\nAllow: /members/public/\nDisallow: /members/\n",
+		"\xef\xbb\xbfUSER-AGENT: *\r\nDISALLOW: /secret/\r\n<html>junk</html>",
+		"Crawl-delay: -1\nCrawl-delay: 1e309\nDisallow: *$\n",
+	} {
+		f.Add(200, []byte(s))
+	}
+	f.Add(503, []byte{})
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		r, err := ParseRobots(status, body, "sou")
+		if err != nil {
+			return
+		}
+		u, _ := url.Parse("http://a.test/members/public/x?y=1")
+		_ = r.Allowed(u)
+		if d := r.CrawlDelay(); d < 0 {
+			t.Fatalf("negative crawl delay %v", d)
+		}
+		_ = r.Sitemaps()
+	})
+}
+
+func FuzzParseSitemap(f *testing.F) {
+	f.Add([]byte(`<?xml version="1.0"?><urlset><url><loc>http://a.test/1</loc></url></urlset>`))
+	f.Add([]byte(`<sitemapindex><sitemap><loc>http://a.test/s1.xml.gz</loc></sitemap></sitemapindex>`))
+	f.Add([]byte("http://a.test/1\nhttp://a.test/2\n"))
+	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00})
+	base, _ := url.Parse("http://a.test/sitemap.xml")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		urls, subs, _ := ParseSitemap(body, base)
+		for _, u := range append(urls, subs...) {
+			if _, err := url.Parse(u); err != nil {
+				t.Fatalf("sitemap gave an unparsable URL %q", u)
+			}
+		}
+	})
+}

@@ -139,16 +139,21 @@ func docFromRecord(r *index.PageRecord) *index.Document {
 // membership change and every few seconds (which also catches pages that
 // were in flight during the last handoff).
 func (n *Node) rebalanceLoop(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
+	runEvery(ctx, 5*time.Second, n.handoff.kick, n.rebalance)
+}
+
+// runEvery calls f every period and whenever kick fires, until ctx ends.
+func runEvery(ctx context.Context, period time.Duration, kick <-chan struct{}, f func(context.Context)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-n.handoff.kick:
+		case <-kick:
 		}
-		n.rebalance(ctx)
+		f(ctx)
 	}
 }
 

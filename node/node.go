@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -127,6 +126,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	if err != nil {
 		return nil, fmt.Errorf("start crawler: %w", err)
 	}
+	defer closeOnErr(n.crawler.Close)
 	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
 	n.metrics = newMetrics(n)
 	if err := n.loadReplicaHosts(); err != nil {
@@ -211,6 +211,9 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) closeAll() {
+	if err := n.crawler.Close(); err != nil {
+		n.log.Warn("close crawler", "err", err)
+	}
 	if err := n.net.Close(); err != nil {
 		n.log.Warn("close p2p", "err", err)
 	}
@@ -339,8 +342,6 @@ func (n *Node) watchMembers(ctx context.Context) {
 		}
 	}
 }
-
-var errNotFound = errors.New("not found")
 
 // hostOf returns the HostKey of a URL string, or "" when it does not parse.
 func hostOf(raw string) string {

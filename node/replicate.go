@@ -77,17 +77,7 @@ func (n *Node) replicateFetched(m fetchedMarker) {
 }
 
 func (n *Node) replicationLoop(ctx context.Context) {
-	t := time.NewTicker(300 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-n.repl.kick:
-		}
-		n.flushReplicas(ctx)
-	}
+	runEvery(ctx, 300*time.Millisecond, n.repl.kick, n.flushReplicas)
 }
 
 func (n *Node) flushReplicas(ctx context.Context) {

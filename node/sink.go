@@ -65,11 +65,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			return nil
 		}
 	}
-	doc := &index.Document{
-		URL: p.URL, Host: p.Host, Title: p.Title, Headings: p.Headings, Body: p.Text, Lang: p.Lang,
-		Status: p.Status, FetchedAt: p.FetchedAt, ContentType: p.ContentType, Charset: p.Charset,
-		Header: p.Header, Raw: p.Raw, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
-	}
+	doc := DocumentFromPage(p)
 	if err := n.ix.Put(ctx, doc); err != nil {
 		return fmt.Errorf("index %s: %w", p.URL, err)
 	}
@@ -97,4 +93,14 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 // Fetched tells the host's replicas about a URL settled without a page.
 func (s *sink) Fetched(host, url string, sitemap bool) {
 	s.n.replicateFetched(fetchedMarker{Host: host, URL: url, Sitemap: sitemap})
+}
+
+// DocumentFromPage is what the index stores of a crawled page; the OPIC
+// cash the page had gathered is its static rank.
+func DocumentFromPage(p *crawl.Page) *index.Document {
+	return &index.Document{
+		URL: p.URL, Host: p.Host, Title: p.Title, Headings: p.Headings, Body: p.Text, Lang: p.Lang,
+		Status: p.Status, FetchedAt: p.FetchedAt, ContentType: p.ContentType, Charset: p.Charset,
+		Header: p.Header, Raw: p.Raw, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
+	}
 }

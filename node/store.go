@@ -13,10 +13,9 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-// openDB opens the node's one Badger database under dataDir/db, with memory
-// settings sized for a volunteer's machine (the RSS target is 300 MB per node
-// on the real corpus). Start-up failures get an error that says what to do,
-// never a crash loop.
+// openDB opens the node's one Badger database under dataDir/db with
+// BadgerOptions. Start-up failures get an error that says what to do, never
+// a crash loop.
 func openDB(dataDir string, log *slog.Logger) (*badger.DB, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
@@ -27,9 +26,23 @@ func openDB(dataDir string, log *slog.Logger) (*badger.DB, error) {
 	}
 	_ = os.Remove(probe)
 	dir := filepath.Join(dataDir, "db")
-	opts := badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{log}).
-		WithLoggingLevel(badger.WARNING).
+	opts := BadgerOptions(dir).WithLogger(badgerLogger{log}).WithLoggingLevel(badger.WARNING)
+	db, err := badger.Open(opts)
+	if err != nil {
+		if errors.Is(err, badger.ErrTruncateNeeded) {
+			return nil, fmt.Errorf("badger database %s needs repair: %w", dir, err)
+		}
+		return nil, fmt.Errorf("open badger database %s (another sou node using this --data? corrupt files?): %w", dir, err)
+	}
+	return db, nil
+}
+
+// BadgerOptions are a node's Badger settings for a database in dir (without
+// a logger), sized for a volunteer's machine: the RSS target is 300 MB per
+// node on the real corpus. Benchmarks open their stores with them too.
+func BadgerOptions(dir string) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithLogger(nil).
 		WithMemTableSize(32 << 20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(32 << 20).
@@ -40,14 +53,6 @@ func openDB(dataDir string, log *slog.Logger) (*badger.DB, error) {
 		WithZSTDCompressionLevel(1).
 		WithNumCompactors(2).
 		WithDetectConflicts(false)
-	db, err := badger.Open(opts)
-	if err != nil {
-		if errors.Is(err, badger.ErrTruncateNeeded) {
-			return nil, fmt.Errorf("badger database %s needs repair: %w", dir, err)
-		}
-		return nil, fmt.Errorf("open badger database %s (another sou node using this --data? corrupt files?): %w", dir, err)
-	}
-	return db, nil
 }
 
 // runValueLogGC reclaims value-log space left by deleted and rewritten pages

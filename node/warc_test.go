@@ -81,10 +81,10 @@ func TestWARCExportReadsBack(t *testing.T) {
 	pages := []*index.Document{
 		{URL: "http://a.sim.test/", Host: "a.sim.test", Title: "A", Body: "alpha", Status: 200,
 			Header: map[string][]string{"Content-Type": {"text/html; charset=utf-8"}, "Content-Encoding": {"gzip"}},
-			Raw: []byte("<html><title>A</title>alpha</html>"), FetchedAt: time.Unix(1700000000, 0)},
+			Raw:    []byte("<html><title>A</title>alpha</html>"), FetchedAt: time.Unix(1700000000, 0)},
 		{URL: "http://b.sim.test/x?y=1", Host: "b.sim.test", Title: "B", Body: "北京", Status: 200,
 			Header: map[string][]string{"Content-Type": {"text/html; charset=gbk"}},
-			Raw: []byte{0xb1, 0xb1, 0xbe, 0xa9}, FetchedAt: time.Unix(1700000100, 0)},
+			Raw:    []byte{0xb1, 0xb1, 0xbe, 0xa9}, FetchedAt: time.Unix(1700000100, 0)},
 		{URL: "http://b.sim.test/empty", Host: "b.sim.test", Title: "", Body: "empty", Status: 200, FetchedAt: time.Unix(1700000200, 0)},
 	}
 	for _, d := range pages {

@@ -139,7 +139,7 @@ func TestDistributedScoresEqualSingleIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 			for ci, c := range coords {
-				got, err := c.Search(ctx, Request{Query: q, N: 10})
+				got, err := c.Search(ctx, Request{Query: q, N: 10, Timeout: 5 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -213,7 +213,7 @@ func TestResultCacheHitsAndInvalidation(t *testing.T) {
 	}
 	coords, trs, _ := network(t, 2, docs, func(i int) int { return i % 2 })
 	ctx := context.Background()
-	first, err := coords[0].Search(ctx, Request{Query: "crawler", N: 5})
+	first, err := coords[0].Search(ctx, Request{Query: "crawler", N: 5, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +226,9 @@ func TestResultCacheHitsAndInvalidation(t *testing.T) {
 		req    Request
 		cached bool
 	}{
-		{"same query", Request{Query: "crawler", N: 5}, true},
-		{"extra spaces normalise", Request{Query: "  crawler ", N: 5}, true},
-		{"other page", Request{Query: "crawler", N: 5, Page: 2}, false},
+		{"same query", Request{Query: "crawler", N: 5, Timeout: 5 * time.Second}, true},
+		{"extra spaces normalise", Request{Query: "  crawler ", N: 5, Timeout: 5 * time.Second}, true},
+		{"other page", Request{Query: "crawler", N: 5, Page: 2, Timeout: 5 * time.Second}, false},
 	}
 	for _, tc := range tests {
 		r, err := coords[0].Search(ctx, tc.req)
@@ -243,7 +243,7 @@ func TestResultCacheHitsAndInvalidation(t *testing.T) {
 		t.Errorf("remote calls %d, want %d (only the uncached page asks the peer)", trs[0].calls.Load(), calls+1)
 	}
 	coords[0].Invalidate()
-	r, err := coords[0].Search(ctx, Request{Query: "crawler", N: 5})
+	r, err := coords[0].Search(ctx, Request{Query: "crawler", N: 5, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestDuplicateCollapseAcrossShards(t *testing.T) {
 	other.SimHash = ^a.SimHash
 	docs := []*index.Document{a, &mirror, &near, other}
 	coords, _, _ := network(t, 2, docs, func(i int) int { return i % 2 })
-	resp, err := coords[1].Search(context.Background(), Request{Query: "zebra", N: 10})
+	resp, err := coords[1].Search(context.Background(), Request{Query: "zebra", N: 10, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +343,20 @@ func BenchmarkCoordinatorVsLocal(b *testing.B) {
 			if _, err := coords[0].Search(ctx, Request{Query: queries[i%len(queries)], N: 10}); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+func FuzzShardWire(f *testing.F) {
+	f.Add([]byte(`{"v":1,"q":"search engine","k":50}`))
+	f.Add([]byte(`{"v":1,"r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
+	f.Add([]byte(`{"v":1,"r":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if q, k, err := decodeShardRequest(b); err == nil && (k < 1 || len(q) > MaxQueryBytes+256) {
+			t.Fatalf("accepted k=%d len(q)=%d", k, len(q))
+		}
+		if r, err := decodeShardResponse(b); err == nil && (r == nil || r.Stats.Docs < 0) {
+			t.Fatalf("accepted %+v", r)
 		}
 	})
 }

@@ -21,7 +21,8 @@ func isSessionParam(name string) bool {
 }
 
 // Normalize returns the form of an absolute http(s) URL that the truth
-// listing uses: lowercase scheme and host, default port removed, empty path
+// listing uses. It is written apart from crawl.NormalizeURL on purpose: the
+// ground truth must not share code with the crawler it judges. The form: lowercase scheme and host, default port removed, empty path
 // made "/", dot segments resolved, fragment dropped, session parameters
 // removed and the remaining query parameters sorted (by the raw "key=value"
 // string, so that values keep their encoding).
