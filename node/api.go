@@ -370,7 +370,9 @@ func (n *Node) Status(ctx context.Context) Status {
 			}
 		}
 	}
-	s.Idle = n.crawler.Idle() && s.Outbox == 0
+	// Idle: nothing to crawl, nothing to forward, and every stored page
+	// searchable.
+	s.Idle = n.crawler.Idle() && s.Outbox == 0 && s.Index.Pending == 0
 	s.BadgerLSM, s.BadgerVLog = n.db.Size()
 	if s.Errors == nil {
 		s.Errors = []RecentError{}

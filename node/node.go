@@ -67,11 +67,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 	}
 	defer closeOnErr(n.db.Close)
 
-	// Bigger, rarer postings flushes: the flush is most of the indexing
-	// cost (bench/README.md), and a page becomes searchable at most this
-	// long after it was stored.
+	// Rarer postings flushes: the flush is most of the indexing cost
+	// (BENCHMARKS.md), and a page becomes searchable at most this long after
+	// it was stored. FlushDocs stays at the default: the buffered postings
+	// are the largest item of a node's memory.
 	iopts := index.DefaultOptions()
-	iopts.FlushDocs, iopts.FlushInterval = 5000, 3*time.Second
+	iopts.FlushInterval = 3 * time.Second
 	n.ix, err = index.Open(n.db, iopts, log.With("component", "index"))
 	if err != nil {
 		return nil, fmt.Errorf("open index: %w", err)

@@ -72,8 +72,18 @@ type SearchReport struct {
 	ZeroResults    int     `json:"zero_results"`
 	MRR10          float64 `json:"mrr10,omitempty"`
 	S10            float64 `json:"s10,omitempty"`
+	// Qrels has one entry per --qrels file.
+	Qrels []QrelsScore `json:"qrels,omitempty"`
 	// AfterKill is filled by --kill-after-crawl.
 	AfterKill *AfterKillReport `json:"after_kill,omitempty"`
+}
+
+// QrelsScore is the known-item quality on one judgment file.
+type QrelsScore struct {
+	File    string  `json:"file"`
+	Queries int     `json:"queries"`
+	MRR10   float64 `json:"mrr10"`
+	S10     float64 `json:"s10"`
 }
 
 // AfterKillReport: searches while a node is dead and after its replica took

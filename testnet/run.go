@@ -52,6 +52,10 @@ type RunConfig struct {
 	// coverage, and that once its replica took over they return the same
 	// top 10 as before the kill.
 	KillAfterCrawl bool
+	// Qrels are known-item judgment files (../shared/corpus/qrels.py), each
+	// scored as MRR@10 and Success@10 in the search section (the first also
+	// as its mrr10 and s10).
+	Qrels []string
 	// Progress receives a line now and then; nil = silent.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -106,6 +110,14 @@ func (c *RunConfig) Validate() error {
 		return errors.New("--pages must be at least --hosts")
 	case c.Crashes < 0 || c.Queries < 0:
 		return errors.New("--crashes and --queries must not be negative")
+	}
+	for _, q := range c.Qrels {
+		if _, err := os.Stat(q); err != nil {
+			return fmt.Errorf("--qrels: %w", err)
+		}
+		if c.Queries == 0 {
+			return errors.New("--qrels needs the query phase (--queries > 0)")
+		}
 	}
 	if _, err := parseTrigger("join-at", c.JoinAt); err != nil {
 		return err
@@ -209,6 +221,21 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			return nil, err
 		}
 		rep.Search = sr
+		for i, path := range cfg.Qrels {
+			qs, err := readQrels(path)
+			if err != nil {
+				return nil, err
+			}
+			mrr, s10, err := scoreQrels(ctx, l.live()[0], qs)
+			if err != nil {
+				return nil, err
+			}
+			if i == 0 {
+				sr.MRR10, sr.S10 = mrr, s10
+			}
+			sr.Qrels = append(sr.Qrels, QrelsScore{File: filepath.Base(path), Queries: len(qs), MRR10: mrr, S10: s10})
+			logf("qrels %s: %d queries, MRR@10 %.3f, Success@10 %.3f", path, len(qs), mrr, s10)
+		}
 		if cfg.KillAfterCrawl {
 			kr, err := killAfterCrawl(ctx, l, querySet(truth, cfg.Queries, cfg.Seed), logf)
 			if err != nil {

@@ -30,6 +30,15 @@ func PrintSummary(w io.Writer, r *Report) {
 		fmt.Fprintf(w, "search:  %d queries, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, coverage min %.2f, rank consistent %v, zero-result %d\n",
 			s.Queries, s.P50MS, s.P95MS, s.P99MS, s.CoverageMin, s.RankConsistent, s.ZeroResults)
 	}
+	if s := r.Search; s != nil {
+		for _, q := range s.Qrels {
+			fmt.Fprintf(w, "quality: %s: %d queries, MRR@10 %.3f, Success@10 %.3f\n", q.File, q.Queries, q.MRR10, q.S10)
+		}
+		if k := s.AfterKill; k != nil {
+			fmt.Fprintf(w, "kill:    node %d killed after the crawl: partial coverage reported %v, max latency %.1f ms, late %d, top 10 unchanged after takeover %v (%d of %d changed)\n",
+				k.Killed, k.PartialReported, k.MaxLatencyMS, k.Late, k.SameTop10, k.Changed, k.Queries)
+		}
+	}
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "event:   %s\n", e)
 	}

@@ -65,6 +65,7 @@ func newTestnetRunCmd() *cobra.Command {
 	f.StringVar(&cfg.JoinAt, "join-at", "", "add a node at this crawl fraction (30%) or time (20s)")
 	f.StringVar(&cfg.KillAt, "kill-at", "", "SIGKILL a node (not restarted) at this crawl fraction or time")
 	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
+	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (../shared/corpus/qrels.py output) to score as MRR@10 and Success@10")
 	f.BoolVar(&cfg.KillAfterCrawl, "kill-after-crawl", false, "after the query phase, SIGKILL a node and check search coverage and the top 10 after the takeover")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
