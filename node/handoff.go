@@ -71,6 +71,25 @@ func (n *Node) receiveManifest(_ context.Context, from peer.ID, payload []byte) 
 	return nil
 }
 
+// maxAnchorURLs bounds the anchor entries of one message.
+const maxAnchorURLs = 100_000
+
+// applyAnchors adds anchor texts from a peer's message to the index.
+func (n *Node) applyAnchors(ctx context.Context, anchors map[string][]string) error {
+	if len(anchors) > maxAnchorURLs {
+		return fmt.Errorf("message with anchors for %d URLs", len(anchors))
+	}
+	for u, texts := range anchors {
+		if hostOf(u) == "" {
+			continue
+		}
+		if err := n.ix.AddAnchors(ctx, u, texts); err != nil {
+			return fmt.Errorf("anchors for %s: %w", u, err)
+		}
+	}
+	return nil
+}
+
 // docBytes estimates a document's size on the wire.
 func docBytes(d *index.Document) int {
 	n := len(d.URL) + len(d.Title) + len(d.Body) + len(d.Raw) + 256
@@ -96,6 +115,10 @@ type pagesMsg struct {
 	// (redirects, errors, sitemaps): a replica that takes the host over
 	// must not fetch them again either.
 	Fetched []fetchedMarker
+	// Anchors are anchor texts received for URLs of the host (URL ->
+	// texts): the anchor field must be the same wherever a page is
+	// indexed, or scores would change when a replica takes over.
+	Anchors map[string][]string
 }
 
 type fetchedMarker struct {
@@ -194,12 +217,13 @@ func (n *Node) rebalance(ctx context.Context) {
 // stay when this node is still one of the host's replicas.
 func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 	var batch []*index.Document
+	anchors := map[string][]string{}
 	sent, size := 0, 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		b, err := encodeGob(pagesMsg{Docs: batch})
+		b, err := encodeGob(pagesMsg{Docs: batch, Anchors: anchors})
 		if err != nil {
 			return err
 		}
@@ -208,6 +232,7 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 		}
 		sent += len(batch)
 		batch, size = batch[:0], 0
+		anchors = map[string][]string{}
 		return nil
 	}
 	var urls []string
@@ -220,6 +245,9 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 		}
 		batch = append(batch, d)
 		size += docBytes(d)
+		if len(r.Anchors) > 0 {
+			anchors[r.URL] = r.Anchors
+		}
 		urls = append(urls, r.URL)
 		return nil
 	})
@@ -281,6 +309,9 @@ func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byt
 		if err := n.ix.Put(ctx, d); err != nil {
 			return fmt.Errorf("index handed-off page: %w", err)
 		}
+	}
+	if err := n.applyAnchors(ctx, m.Anchors); err != nil {
+		return err
 	}
 	n.handoff.received.Add(int64(len(m.Docs)))
 	n.coord.Invalidate()

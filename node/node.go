@@ -290,8 +290,8 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 		return err
 	}
 	for u, a := range anchors {
-		if err := n.ix.AddAnchors(ctx, u, a); err != nil {
-			return fmt.Errorf("anchors for %s: %w", u, err)
+		if err := n.addAnchors(ctx, u, a); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -31,13 +31,14 @@ type replicator struct {
 	mu      sync.Mutex
 	pending map[peer.ID][]*index.Document
 	markers map[peer.ID][]fetchedMarker
+	anchors map[peer.ID]map[string][]string
 	kick    chan struct{}
 }
 
 const maxPendingReplicas = 20000
 
 func newReplicator() *replicator {
-	return &replicator{pending: map[peer.ID][]*index.Document{}, markers: map[peer.ID][]fetchedMarker{}, kick: make(chan struct{}, 1)}
+	return &replicator{pending: map[peer.ID][]*index.Document{}, markers: map[peer.ID][]fetchedMarker{}, anchors: map[peer.ID]map[string][]string{}, kick: make(chan struct{}, 1)}
 }
 
 func (n *Node) replicate(d *index.Document) {
@@ -76,6 +77,32 @@ func (n *Node) replicateFetched(m fetchedMarker) {
 	}
 }
 
+// addAnchors indexes anchor texts for u and queues them for u's other
+// replicas, so the anchor field is the same wherever the page is indexed.
+func (n *Node) addAnchors(ctx context.Context, u string, texts []string) error {
+	if err := n.ix.AddAnchors(ctx, u, texts); err != nil {
+		return fmt.Errorf("anchors for %s: %w", u, err)
+	}
+	self := n.net.ID()
+	r := n.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range n.net.Replicas(hostOf(u)) {
+		if p == self {
+			continue
+		}
+		m := r.anchors[p]
+		if m == nil {
+			m = map[string][]string{}
+			r.anchors[p] = m
+		}
+		if len(m) < maxPendingReplicas {
+			m[u] = append(m[u], texts...)
+		}
+	}
+	return nil
+}
+
 func (n *Node) replicationLoop(ctx context.Context) {
 	runEvery(ctx, 300*time.Millisecond, n.repl.kick, n.flushReplicas)
 }
@@ -83,9 +110,34 @@ func (n *Node) replicationLoop(ctx context.Context) {
 func (n *Node) flushReplicas(ctx context.Context) {
 	r := n.repl
 	r.mu.Lock()
-	work, markers := r.pending, r.markers
-	r.pending, r.markers = map[peer.ID][]*index.Document{}, map[peer.ID][]fetchedMarker{}
+	work, markers, anchors := r.pending, r.markers, r.anchors
+	r.pending, r.markers, r.anchors = map[peer.ID][]*index.Document{}, map[peer.ID][]fetchedMarker{}, map[peer.ID]map[string][]string{}
 	r.mu.Unlock()
+	// Pages go first: anchors for a page the replica does not hold yet are
+	// kept by the index until the page arrives, so the order is not
+	// essential, only cheaper.
+	defer func() {
+		for p, am := range anchors {
+			b, err := encodeGob(pagesMsg{Anchors: am})
+			if err == nil {
+				err = n.net.Send(ctx, p, topicReplica, b)
+			}
+			if err != nil {
+				r.mu.Lock()
+				if n.isMember(p) {
+					m := r.anchors[p]
+					if m == nil {
+						r.anchors[p] = am
+					} else {
+						for u, t := range am {
+							m[u] = append(t, m[u]...)
+						}
+					}
+				}
+				r.mu.Unlock()
+			}
+		}
+	}()
 	for p, ms := range markers {
 		b, err := encodeGob(pagesMsg{Fetched: ms})
 		if err == nil {
@@ -175,7 +227,7 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 			return err
 		}
 	}
-	return nil
+	return n.applyAnchors(ctx, m.Anchors)
 }
 
 // replicaHosts remembers the hosts this node holds pages of only as a

@@ -83,8 +83,8 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 		}
 	}
 	for u, a := range anchors {
-		if err := n.ix.AddAnchors(ctx, u, a); err != nil {
-			return fmt.Errorf("anchors for %s: %w", u, err)
+		if err := n.addAnchors(ctx, u, a); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -237,7 +237,10 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			logf("qrels %s: %d queries, MRR@10 %.3f, Success@10 %.3f", path, len(qs), mrr, s10)
 		}
 		if cfg.KillAfterCrawl {
-			kr, err := killAfterCrawl(ctx, l, querySet(truth, cfg.Queries, cfg.Seed), logf)
+			// Fresh queries for the searches during the outage: the
+			// baseline's answers are in the result cache.
+			fresh := querySet(truth, 20, cfg.Seed+7919)
+			kr, err := killAfterCrawl(ctx, l, querySet(truth, cfg.Queries, cfg.Seed), fresh, logf)
 			if err != nil {
 				return nil, err
 			}
@@ -580,7 +583,7 @@ func topTens(ctx context.Context, p *nodeProc, queries []string, timeout time.Du
 }
 
 // killAfterCrawl is the search half of a node failure (issue 6).
-func killAfterCrawl(ctx context.Context, l *launcher, queries []string, logf func(string, ...any)) (*AfterKillReport, error) {
+func killAfterCrawl(ctx context.Context, l *launcher, queries, fresh []string, logf func(string, ...any)) (*AfterKillReport, error) {
 	live := l.live()
 	asker, victim := live[0], live[len(live)-1]
 	const deadline = 500 * time.Millisecond
@@ -591,7 +594,7 @@ func killAfterCrawl(ctx context.Context, l *launcher, queries []string, logf fun
 	victim.kill()
 	logf("node %d killed after the crawl; searching from node %d", victim.Index, asker.Index)
 	kr := &AfterKillReport{Queries: len(queries), Killed: victim.Index}
-	for _, q := range queries[:min(20, len(queries))] {
+	for _, q := range fresh {
 		v := url.Values{"q": {q}, "n": {"10"}, "timeout": {deadline.String()}}
 		t0 := time.Now()
 		var resp search.Response
