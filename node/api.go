@@ -373,7 +373,7 @@ func (n *Node) Status(ctx context.Context) Status {
 	// Idle: nothing to crawl, nothing to forward, and every stored page
 	// searchable.
 	s.Idle = n.crawler.Idle() && s.Outbox == 0 && s.Index.Pending == 0
-	s.BadgerLSM, s.BadgerVLog = n.db.Size()
+	s.BadgerLSM, s.BadgerVLog = n.dbSize()
 	if s.Errors == nil {
 		s.Errors = []RecentError{}
 	}

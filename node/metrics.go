@@ -101,7 +101,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDocs, prometheus.GaugeValue, float64(c.n.ix.Stats().Docs))
 	ch <- prometheus.MustNewConstMetric(descOutbox, prometheus.GaugeValue, float64(c.n.net.OutboxDepth()))
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(len(c.n.net.Members())))
-	lsm, vlog := c.n.db.Size()
+	lsm, vlog := c.n.dbSize()
 	ch <- prometheus.MustNewConstMetric(descBadgerSize, prometheus.GaugeValue, float64(lsm), "lsm")
 	ch <- prometheus.MustNewConstMetric(descBadgerSize, prometheus.GaugeValue, float64(vlog), "vlog")
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -88,4 +89,32 @@ func (l badgerLogger) Infof(f string, a ...any) {
 }
 func (l badgerLogger) Debugf(f string, a ...any) {
 	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}
+
+// dbSize returns the LSM and value-log bytes on disk. Badger refreshes its
+// own figures only every few minutes and counts the value log's
+// preallocated length, so the files' allocated blocks are measured directly.
+func (n *Node) dbSize() (lsm, vlog int64) {
+	dir := filepath.Join(n.cfg.DataDir, "db")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return n.db.Size()
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		size := info.Size()
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			size = st.Blocks * 512
+		}
+		switch filepath.Ext(e.Name()) {
+		case ".sst":
+			lsm += size
+		case ".vlog":
+			vlog += size
+		}
+	}
+	return lsm, vlog
 }
