@@ -41,7 +41,7 @@ func TestHarnessSmoke(t *testing.T) {
 	if len(qs) == 0 {
 		t.Fatal("no title queries")
 	}
-	qf, err := queryBoth(ctx, e, "smoke", qs, 1)
+	qf, err := queryBoth(ctx, e, "smoke", qs, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestCompare(t *testing.T) {
 		}
 		writeIndexTable(&sec, f)
 		progress("indexed: sou %.1f s, Bleve %.1f s; querying", f.SouTime.Seconds(), f.BleveTime.Seconds())
-		qf, err := queryBoth(ctx, e, "known-item titles", TitleQueries(docs, 200, 1), 2)
+		qf, err := queryBoth(ctx, e, "known-item titles", TitleQueries(docs, 200, 1), 2, true)
 		e.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +217,7 @@ func TestCompareCorpus(t *testing.T) {
 			fmt.Fprintf(&sec, "qrels %s: %v\n\n", lang, err)
 			continue
 		}
-		qf, err := queryBoth(ctx, e, "LibreOffice "+lang+" known-item (qrels.py)", qs, 2)
+		qf, err := queryBoth(ctx, e, "LibreOffice "+lang+" known-item (qrels.py)", qs, 1, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -351,8 +351,7 @@ func (c *Coordinator) merge(all []scored) []Result {
 	seenHash := map[[16]byte]int{}
 	var zero [16]byte
 	for _, s := range all {
-		if i, ok := seenURL[s.c.URL]; ok {
-			_ = i
+		if _, ok := seenURL[s.c.URL]; ok {
 			continue
 		}
 		if s.c.ContentHash != zero {

@@ -37,7 +37,6 @@ type nodeProc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	killed bool
 }
 
 // launcher starts and stops the node processes of one testnet. Every
@@ -50,17 +49,15 @@ type launcher struct {
 	network  string
 	dns      string
 	ipPrefix string
-	extra    []string
-	logs     io.Writer
 
 	mu    sync.Mutex
 	nodes []*nodeProc
 }
 
-func newLauncher(bin, root, dns string, extra []string, logs io.Writer) *launcher {
+func newLauncher(bin, root, dns string) *launcher {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	return &launcher{
-		bin: bin, root: root, dns: dns, extra: extra, logs: logs,
+		bin: bin, root: root, dns: dns,
 		network:  fmt.Sprintf("testnet-%08x", r.Uint32()),
 		ipPrefix: fmt.Sprintf("127.%d.%d.", 100+r.IntN(100), 1+r.IntN(250)),
 	}
@@ -83,7 +80,6 @@ func (l *launcher) start(ctx context.Context, i int, bootstrap []string) (*nodeP
 		"--listen", fmt.Sprintf("/ip4/%s/tcp/%d,/ip4/%s/udp/%d/quic-v1", ip, libp2pPort, ip, libp2pPort),
 		"--mdns=false", "--fast", "--allow-loopback", "--source-ip", ip, "--log-level", nodeLogLevel(),
 	}
-	p.baseArgs = append(p.baseArgs, l.extra...)
 	p.setBootstrap(bootstrap)
 	if err := p.spawn(); err != nil {
 		return nil, err
@@ -120,7 +116,7 @@ func (p *nodeProc) spawn() error {
 		close(exited)
 	}()
 	p.mu.Lock()
-	p.cmd, p.exited, p.killed = cmd, exited, false
+	p.cmd, p.exited = cmd, exited
 	p.mu.Unlock()
 	return nil
 }
@@ -215,7 +211,6 @@ func (p *nodeProc) alive() bool {
 func (p *nodeProc) kill() {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
-	p.killed = true
 	p.mu.Unlock()
 	if cmd == nil || cmd.Process == nil {
 		return

@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	truth := web.Truth()
 	logf("simulated web: http %s, dns %s, %d required pages on %d hosts", web.HTTPAddr(), web.DNSAddr(), truth.Required, len(truth.Hosts))
 
-	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), nil, cfg.Progress)
+	l := newLauncher(cfg.Binary, dir, web.DNSAddr())
 	defer l.stopAll()
 	for i := 0; i < cfg.Nodes; i++ {
 		if _, err := l.start(ctx, i, l.bootstrapAddrs()); err != nil {

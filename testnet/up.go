@@ -68,7 +68,7 @@ func Up(ctx context.Context, cfg UpConfig) error {
 	fmt.Fprintf(out, "simulated web: http %s, dns %s, control %s\n", web.HTTPAddr(), web.DNSAddr(), web.ControlURL())
 	fmt.Fprintf(out, "               %d hosts, %d required pages\n", len(truth.Hosts), truth.Required)
 
-	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), nil, out)
+	l := newLauncher(cfg.Binary, dir, web.DNSAddr())
 	defer func() {
 		fmt.Fprintln(out, "stopping nodes…")
 		l.stopAll()
