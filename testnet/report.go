@@ -96,6 +96,8 @@ type AfterKillReport struct {
 	Late            int     `json:"late"`
 	Changed         int     `json:"changed_top10"`
 	SameTop10       bool    `json:"same_top10_after_takeover"`
+	// Examples show up to three queries whose top 10 changed.
+	Examples []string `json:"examples,omitempty"`
 }
 
 // fetch is one request as the web saw it.

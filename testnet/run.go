@@ -635,6 +635,9 @@ func killAfterCrawl(ctx context.Context, l *launcher, queries, fresh []string, l
 	for i := range queries {
 		if strings.Join(before[i], "\n") != strings.Join(after[i], "\n") {
 			kr.Changed++
+			if len(kr.Examples) < 3 {
+				kr.Examples = append(kr.Examples, fmt.Sprintf("%q: before %v, after %v", queries[i], before[i], after[i]))
+			}
 		}
 	}
 	kr.SameTop10 = kr.Changed == 0
