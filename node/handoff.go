@@ -309,9 +309,20 @@ func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byt
 		if err := n.ix.Put(ctx, d); err != nil {
 			return fmt.Errorf("index handed-off page: %w", err)
 		}
+		// The new owner's replicas need the page too: the old owner may
+		// not be one of them any more, and this node may die next.
+		n.replicate(d)
 	}
-	if err := n.applyAnchors(ctx, m.Anchors); err != nil {
-		return err
+	if len(m.Anchors) > maxAnchorURLs {
+		return fmt.Errorf("handoff with anchors for %d URLs", len(m.Anchors))
+	}
+	for u, texts := range m.Anchors {
+		if hostOf(u) == "" {
+			continue
+		}
+		if err := n.addAnchors(ctx, u, texts); err != nil {
+			return err
+		}
 	}
 	n.handoff.received.Add(int64(len(m.Docs)))
 	n.coord.Invalidate()

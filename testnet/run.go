@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
 		}
 		return d
-	})
+	}, crawl.FastConfig().Fetch.MaxBodyBytes)
 	statuses := liveStatuses(ctx, l)
 	for _, st := range statuses {
 		for class, n := range st.Crawl.ErrorsByClass {
@@ -388,8 +388,19 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 		}
 		if killAt.due(fraction, elapsed) {
 			killAt.set = false
-			live := l.live()
-			victim := live[rng.IntN(len(live)-1)+1] // never node 0, the seed entry point
+			// Never node 0 (the seed entry point), and not a node that
+			// joined during this run: the scenario is "a node joins, and
+			// another dies".
+			var candidates []*nodeProc
+			for _, p := range l.live() {
+				if p.Index != 0 && p.Index < cfg.Nodes {
+					candidates = append(candidates, p)
+				}
+			}
+			if len(candidates) == 0 {
+				return errors.New("--kill-at: no node to kill")
+			}
+			victim := candidates[rng.IntN(len(candidates))]
 			victim.kill()
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
 			logf("node %d killed", victim.Index)
