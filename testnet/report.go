@@ -123,10 +123,11 @@ func (f fetch) final() bool {
 // crawlChecks computes the crawl section from what the web saw. delay gives
 // the minimum gap the crawlers were configured to keep for a host.
 //
-// maxBody is the crawler's body cap: past it the crawler hangs up, and the
-// web may still be flushing the rest of a huge page into the socket when
-// the next request arrives, so that overlap is not the crawler's.
-func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) time.Duration, maxBody int64) CrawlReport {
+// The crawler hangs up on a response past its body cap (maxBody) or slower
+// than its first-byte timeout (hangUp); the web may still be flushing such a
+// response into the socket buffer when the next request arrives, and logs
+// it as complete. Those overlaps are not the crawler's and are not counted.
+func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) time.Duration, maxBody int64, hangUp time.Duration) CrawlReport {
 	r := CrawlReport{ErrorsByClass: map[string]int64{}}
 	required := map[string]bool{}
 	for _, p := range truth.Pages {
@@ -226,8 +227,9 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 			// its handler starts, after the crawler's timer has fired.
 			const tolerance = 3 * time.Millisecond
 			switch {
-			case maxBody > 0 && prev.Bytes > maxBody:
-				// The crawler hung up at its body cap (see above).
+			case maxBody > 0 && prev.Bytes > maxBody,
+				hangUp > 0 && prev.End.Sub(prev.Start) >= hangUp:
+				// The crawler may have hung up on prev (see above).
 			case f.Start.Before(prev.End) && prev.Complete:
 				r.PolitenessViolations++
 				viol = append(viol, "concurrent requests to "+host)

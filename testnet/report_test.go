@@ -33,7 +33,7 @@ func TestCrawlChecks(t *testing.T) {
 		f("http://b.test/", "b.test", "/", 0, 10, 200),                     // before robots.txt: violation
 		f("http://b.test/robots.txt", "b.test", "/robots.txt", 5, 12, 404), // overlaps the page: concurrent
 	}
-	r := crawlChecks(truth, fetches, func(string) time.Duration { return 0 }, 5<<20)
+	r := crawlChecks(truth, fetches, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second)
 	checks := []struct {
 		name      string
 		got, want int
@@ -56,14 +56,14 @@ func TestCrawlChecks(t *testing.T) {
 		{URL: "http://b.test/huge", Host: "b.test", Path: "/huge", Start: at(2), End: at(50), Status: 200, Bytes: 11 << 20, Complete: true},
 		f("http://b.test/", "b.test", "/", 30, 35, 200),
 	}
-	if r := crawlChecks(truth, huge, func(string) time.Duration { return 0 }, 5<<20); r.PolitenessViolations != 0 {
+	if r := crawlChecks(truth, huge, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second); r.PolitenessViolations != 0 {
 		t.Errorf("overlap after a capped body counted: %v", r.Violations)
 	}
 	if r.Coverage != 0.75 {
 		t.Errorf("coverage %v", r.Coverage)
 	}
 	// A configured delay turns close requests into violations.
-	r = crawlChecks(truth, fetches[:2], func(string) time.Duration { return 20 * time.Millisecond }, 5<<20)
+	r = crawlChecks(truth, fetches[:2], func(string) time.Duration { return 20 * time.Millisecond }, 5<<20, 3*time.Second)
 	if r.PolitenessViolations != 1 {
 		t.Errorf("with a 20ms delay: %d politeness violations, want 1", r.PolitenessViolations)
 	}

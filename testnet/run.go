@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
 		}
 		return d
-	}, crawl.FastConfig().Fetch.MaxBodyBytes)
+	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
 	statuses := liveStatuses(ctx, l)
 	for _, st := range statuses {
 		for class, n := range st.Crawl.ErrorsByClass {
