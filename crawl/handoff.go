@@ -477,14 +477,3 @@ func (f *frontier) markDone(items []addItem, now time.Time) error {
 	}
 	return nil
 }
-
-// MarkSitemapsDone records that host's sitemaps were read (by a previous
-// owner whose pages this node took over), so they are not fetched again.
-func (c *Crawler) MarkSitemapsDone(ctx context.Context, host string) error {
-	c.front.mu.Lock()
-	h := c.front.host(host)
-	h.rec.SitemapsDone = true
-	h.sitemaps = nil
-	c.front.mu.Unlock()
-	return c.front.saveHost(h)
-}

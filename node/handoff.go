@@ -112,8 +112,8 @@ func wireDoc(d *index.Document) *index.Document {
 type pagesMsg struct {
 	Docs []*index.Document
 	// Fetched are URLs the owner settled without a page to store
-	// (redirects, errors, sitemaps): a replica that takes the host over
-	// must not fetch them again either.
+	// (redirects, errors, unindexed pages): a replica that takes the host
+	// over must not fetch them again either.
 	Fetched []fetchedMarker
 	// Anchors are anchor texts received for URLs of the host (URL ->
 	// texts): the anchor field must be the same wherever a page is
@@ -123,7 +123,6 @@ type pagesMsg struct {
 
 type fetchedMarker struct {
 	Host, URL string
-	Sitemap   bool
 }
 
 type hostMsg struct {

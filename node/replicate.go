@@ -204,12 +204,8 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 		if err := n.noteReplica(f.Host); err != nil {
 			return err
 		}
-		v := []byte{0}
-		if f.Sitemap {
-			v[0] = 1
-		}
 		if err := n.db.Update(func(txn *badger.Txn) error {
-			return txn.Set([]byte(prefixFetchedMarker+f.Host+"\x00"+f.URL), v)
+			return txn.Set([]byte(prefixFetchedMarker+f.Host+"\x00"+f.URL), nil)
 		}); err != nil {
 			return err
 		}
@@ -244,8 +240,7 @@ type replicaHosts struct {
 }
 
 // Badger keys of the node: "n:r/<host>" marks a replica-only host;
-// "n:f/<host>\x00<url>" a URL its owner settled without a page (value 1 for
-// a sitemap).
+// "n:f/<host>\x00<url>" a URL its owner settled without a page.
 const (
 	prefixReplicaHost   = "n:r/"
 	prefixFetchedMarker = "n:f/"
@@ -350,19 +345,14 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 		return err
 	}
 	markerPrefix := []byte(prefixFetchedMarker + host + "\x00")
-	sitemaps := false
 	var markerKeys [][]byte
 	err = n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: markerPrefix, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: markerPrefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			k := it.Item().KeyCopy(nil)
 			markerKeys = append(markerKeys, k)
 			urls = append(urls, string(k[len(markerPrefix):]))
-			_ = it.Item().Value(func(v []byte) error {
-				sitemaps = sitemaps || (len(v) == 1 && v[0] == 1)
-				return nil
-			})
 		}
 		return nil
 	})
@@ -372,11 +362,8 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 	if err := n.crawler.MarkFetched(ctx, urls); err != nil {
 		return err
 	}
-	if sitemaps {
-		if err := n.crawler.MarkSitemapsDone(ctx, host); err != nil {
-			return err
-		}
-	}
+	// The host's sitemaps are read again on purpose: a few requests, and
+	// they recover URLs whose only discovering link died with the old owner.
 	for _, k := range markerKeys {
 		if err := n.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
 			return err

@@ -91,8 +91,11 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
+// Sitemaps are not recorded: a new owner reads them again (see takeOverHost).
 func (s *sink) Fetched(host, url string, sitemap bool) {
-	s.n.replicateFetched(fetchedMarker{Host: host, URL: url, Sitemap: sitemap})
+	if !sitemap {
+		s.n.replicateFetched(fetchedMarker{Host: host, URL: url})
+	}
 }
 
 // DocumentFromPage is what the index stores of a crawled page; the OPIC
