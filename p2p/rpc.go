@@ -154,11 +154,24 @@ func (n *Node) claim(ctx context.Context, c claimRequest) (string, error) {
 		return "", fmt.Errorf("p2p: claim: hop limit %d reached", n.cfg.MaxHops)
 	}
 	c.Hops++
-	resp, _, err := n.call(ctx, target, n.protoClaim, encodeClaim(c))
-	if err != nil {
-		return "", fmt.Errorf("p2p: claim at %s: %w", target, err)
+	// A transport hiccup (a reset or cancelled stream) is retried a few
+	// times; an answer from the remote handler is final.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 && !sleepCtx(ctx, time.Duration(50*attempt)*time.Millisecond) {
+			break
+		}
+		var resp []byte
+		resp, _, err = n.call(ctx, target, n.protoClaim, encodeClaim(c))
+		if err == nil {
+			return string(resp), nil
+		}
+		var remote *RemoteError
+		if errors.As(err, &remote) {
+			break
+		}
 	}
-	return string(resp), nil
+	return "", fmt.Errorf("p2p: claim at %s: %w", target, err)
 }
 
 func (n *Node) handleClaim(ctx context.Context, _ peer.ID, msg []byte) ([]byte, error) {
