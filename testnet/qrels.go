@@ -48,14 +48,19 @@ func readQrels(path string) ([]qrel, error) {
 	return out, nil
 }
 
-// hostPath is what a known-item match compares: host and path, query
-// string and fragment ignored.
+// hostPath is what a known-item match compares: host (lowercase, default
+// port dropped) and path; query string and fragment ignored. It matches
+// bench.MatchKey, which scores the side-by-side benchmark the same way.
 func hostPath(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
-	return strings.ToLower(u.Host) + u.EscapedPath()
+	p := u.EscapedPath()
+	if p == "" {
+		p = "/"
+	}
+	return strings.TrimSuffix(strings.ToLower(u.Host), ":80") + p
 }
 
 // scoreQrels runs every judged query at node p and returns MRR@10 and

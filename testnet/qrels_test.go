@@ -30,6 +30,7 @@ func TestHostPathIgnoresQueryAndFragment(t *testing.T) {
 	tests := []struct{ a, b string }{
 		{"http://Help.LibreOffice.test/zh-CN/a.html?DbPAR=WRITER#x", "http://help.libreoffice.test/zh-CN/a.html"},
 		{"http://h.test/a%20b.html", "http://h.test/a%20b.html?x=1"},
+		{"http://h.test:80", "http://H.test/"},
 	}
 	for _, tc := range tests {
 		if hostPath(tc.a) != hostPath(tc.b) {
