@@ -452,9 +452,20 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return min(d, maxRetryAfter)
 }
 
+// asciiLower lowercases A-Z only, keeping every other byte where it was.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // charsetParam returns the charset parameter of a Content-Type, "" if none.
 func charsetParam(contentType string) string {
-	if !strings.Contains(strings.ToLower(contentType), "charset") {
+	if !strings.Contains(asciiLower(contentType), "charset") {
 		return ""
 	}
 	_, params, err := mime.ParseMediaType(contentType)
@@ -462,8 +473,13 @@ func charsetParam(contentType string) string {
 		return params["charset"]
 	}
 	// Lenient fallback for broken headers like "text/html; charset=gbk;;".
-	lower := strings.ToLower(contentType)
-	i := strings.Index(lower, "charset=")
+	// Only ASCII is folded, so that an index into the folded string is an
+	// index into contentType (strings.ToLower turns an invalid byte into a
+	// three-byte U+FFFD).
+	i := strings.Index(asciiLower(contentType), "charset=")
+	if i < 0 {
+		return ""
+	}
 	v := contentType[i+len("charset="):]
 	if j := strings.IndexAny(v, "; "); j >= 0 {
 		v = v[:j]

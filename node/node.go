@@ -47,10 +47,15 @@ type Node struct {
 }
 
 // New opens the node's storage and network. Call Run to serve, and it
-// closes everything when it returns.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error) {
+// closes everything when it returns. Options are for the WAN simulator
+// (WithHost, WithInMemoryStore); a real node passes none.
+func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	var o nodeOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50)}
 	n.handoff.kick = make(chan struct{}, 1)
@@ -61,7 +66,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 			_ = f()
 		}
 	}
-	n.db, err = openDB(cfg.DataDir, log)
+	n.db, err = openDB(cfg.DataDir, o.inMemory, log)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +103,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error)
 		}
 		pcfg.PSK = psk
 	}
-	n.net, err = p2p.New(ctx, n.db, pcfg, log.With("component", "p2p"))
+	var popts []p2p.Option
+	if o.host != nil {
+		popts = append(popts, p2p.WithHost(o.host))
+	}
+	n.net, err = p2p.New(ctx, n.db, pcfg, log.With("component", "p2p"), popts...)
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p: %w", err)
 	}

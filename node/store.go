@@ -15,9 +15,16 @@ import (
 )
 
 // openDB opens the node's one Badger database under dataDir/db with
-// BadgerOptions. Start-up failures get an error that says what to do, never
-// a crash loop.
-func openDB(dataDir string, log *slog.Logger) (*badger.DB, error) {
+// BadgerOptions, or in memory with InMemoryBadgerOptions. Start-up failures
+// get an error that says what to do, never a crash loop.
+func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error) {
+	if inMemory {
+		db, err := badger.Open(InMemoryBadgerOptions().WithLogger(badgerLogger{log}).WithLoggingLevel(badger.WARNING))
+		if err != nil {
+			return nil, fmt.Errorf("open in-memory badger database: %w", err)
+		}
+		return db, nil
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
 	}

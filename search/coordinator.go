@@ -26,6 +26,16 @@ type Transport interface {
 	Request(ctx context.Context, member string, req []byte) ([]byte, error)
 }
 
+// HostHolders is implemented by a Transport that knows which members hold
+// a host (its owner and replicas by this node's view). With it, the
+// coordinator drops the results a member sends for hosts it does not hold:
+// a peer cannot inject pages into the answer for hosts that honest peers
+// own. Without it (tests, a single node) every result is accepted.
+type HostHolders interface {
+	// Holds reports whether member may answer for host.
+	Holds(member, host string) bool
+}
+
 // CoordinatorConfig tunes the scatter-gather.
 type CoordinatorConfig struct {
 	// Deadline is the default overall time a search may take.
@@ -92,14 +102,20 @@ type ShardStatus struct {
 	LatencyMS float64 `json:"latency_ms"`
 	Error     string  `json:"error,omitempty"`
 	Hits      int     `json:"hits"`
+	// Dropped counts results refused because the member does not hold
+	// their host.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // Coverage reports which members contributed.
 type Coverage struct {
-	Asked    int           `json:"asked"`
-	Answered int           `json:"answered"`
-	TimedOut int           `json:"timed_out"`
-	Failed   int           `json:"failed"`
+	Asked    int `json:"asked"`
+	Answered int `json:"answered"`
+	TimedOut int `json:"timed_out"`
+	Failed   int `json:"failed"`
+	// Dropped counts results refused because their shard does not hold
+	// their host (see HostHolders).
+	Dropped  int           `json:"dropped,omitempty"`
 	Complete bool          `json:"complete"`
 	Shards   []ShardStatus `json:"shards"`
 }
@@ -243,10 +259,11 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 	members := c.transport.Members()
 	self := c.transport.Self()
 	type reply struct {
-		member string
-		res    *ShardResult
-		err    error
-		took   time.Duration
+		member  string
+		res     *ShardResult
+		err     error
+		took    time.Duration
+		dropped int
 	}
 	replies := make(chan reply, len(members))
 	wire, err := encodeShardRequest(q.Raw(), k)
@@ -255,6 +272,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 			t0 := time.Now()
 			var res *ShardResult
 			var rerr error
+			dropped := 0
 			switch {
 			case err != nil:
 				rerr = err
@@ -266,8 +284,14 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 				if rerr == nil {
 					res, rerr = decodeShardResponse(b)
 				}
+				if rerr == nil {
+					rerr = validateShardResult(res, q, k)
+				}
+				if rerr == nil {
+					dropped = c.dropUnheld(m, res)
+				}
 			}
-			replies <- reply{member: m, res: res, err: rerr, took: time.Since(t0)}
+			replies <- reply{member: m, res: res, err: rerr, took: time.Since(t0), dropped: dropped}
 		}(m)
 	}
 	cov := Coverage{Asked: len(members)}
@@ -282,8 +306,16 @@ gather:
 		select {
 		case r := <-replies:
 			delete(pending, r.member)
-			st := ShardStatus{Member: r.member, LatencyMS: ms(r.took)}
+			st := ShardStatus{Member: r.member, LatencyMS: ms(r.took), Dropped: r.dropped}
+			cov.Dropped += r.dropped
 			switch {
+			case r.err == nil && ctx.Err() != nil:
+				// The answer and the deadline raced; the deadline wins, so
+				// that no answer is ever merged after it.
+				st.State = "timeout"
+				st.Error = "answered after the deadline"
+				cov.TimedOut++
+				c.lat.observe(r.member, r.took)
 			case r.err == nil:
 				st.State = "answered"
 				st.Hits = len(r.res.Candidates)
@@ -298,6 +330,9 @@ gather:
 			default:
 				st.State = "failed"
 				st.Error = r.err.Error()
+				if len(st.Error) > maxStatusErrorBytes {
+					st.Error = st.Error[:maxStatusErrorBytes]
+				}
 				cov.Failed++
 			}
 			cov.Shards = append(cov.Shards, st)
@@ -313,6 +348,29 @@ gather:
 	sort.Slice(cov.Shards, func(i, j int) bool { return cov.Shards[i].Member < cov.Shards[j].Member })
 	cov.Complete = cov.Answered == cov.Asked
 	return answers, cov
+}
+
+// maxStatusErrorBytes bounds the error text a shard's status carries.
+const maxStatusErrorBytes = 512
+
+// dropUnheld removes from res the candidates whose host member does not
+// hold by this node's view and returns how many it removed. The shard's
+// statistics stay: they describe its own hosts, which it filtered by its
+// own (possibly briefly different) view.
+func (c *Coordinator) dropUnheld(member string, res *ShardResult) int {
+	hh, ok := c.transport.(HostHolders)
+	if !ok {
+		return 0
+	}
+	kept := res.Candidates[:0]
+	for _, cand := range res.Candidates {
+		if hh.Holds(member, cand.Host) {
+			kept = append(kept, cand)
+		}
+	}
+	dropped := len(res.Candidates) - len(kept)
+	res.Candidates = kept
+	return dropped
 }
 
 func (c *Coordinator) localShard(ctx context.Context, q *Query, k int) (*ShardResult, error) {

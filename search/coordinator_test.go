@@ -63,7 +63,19 @@ type localTransport struct {
 	members []string
 	peers   map[string]*Coordinator
 	silent  map[string]bool // members that never answer
+	// late members answer (correctly) only once the caller's deadline has
+	// passed, as a peer that ignores the deadline would.
+	late map[string]bool
+	// forge rewrites a member's answer on the wire (a hostile shard).
+	forge map[string]func(*ShardResult)
+	// holders maps a host to the member that holds it; nil = any member.
+	holders map[string]string
 	calls   atomic.Int64
+}
+
+// Holds makes localTransport a HostHolders.
+func (t *localTransport) Holds(member, host string) bool {
+	return t.holders == nil || t.holders[host] == member
 }
 
 func (t *localTransport) Self() string      { return t.self }
@@ -78,12 +90,32 @@ func (t *localTransport) Request(ctx context.Context, m string, req []byte) ([]b
 	if !ok {
 		return nil, errors.New("unknown member")
 	}
-	return c.HandleShardRequest(ctx, req)
+	if t.late[m] {
+		<-ctx.Done()
+		ctx = context.Background()
+	}
+	b, err := c.HandleShardRequest(ctx, req)
+	if err != nil || t.forge[m] == nil {
+		return b, err
+	}
+	res, err := decodeShardResponse(b)
+	if err != nil {
+		return nil, err
+	}
+	t.forge[m](res)
+	return encodeShardResponse(res)
 }
 
 // network builds shards, puts each doc into one shard, and returns a
 // coordinator per shard plus a single reference index holding every doc.
 func network(t testing.TB, shards int, docs []*index.Document, place func(i int) int) ([]*Coordinator, []*localTransport, *Local) {
+	t.Helper()
+	return networkRef(t, shards, docs, place, func(int) bool { return true })
+}
+
+// networkRef is network with a reference index holding only the docs
+// inRef selects (the pages of the shards whose answers should count).
+func networkRef(t testing.TB, shards int, docs []*index.Document, place func(i int) int, inRef func(i int) bool) ([]*Coordinator, []*localTransport, *Local) {
 	t.Helper()
 	ref := openCoordShard(t)
 	ixs := make([]*index.Index, shards)
@@ -94,6 +126,9 @@ func network(t testing.TB, shards int, docs []*index.Document, place func(i int)
 	for i, d := range docs {
 		if err := ixs[place(i)].Put(ctx, d); err != nil {
 			t.Fatal(err)
+		}
+		if !inRef(i) {
+			continue
 		}
 		if err := ref.Put(ctx, d); err != nil {
 			t.Fatal(err)
@@ -113,7 +148,8 @@ func network(t testing.TB, shards int, docs []*index.Document, place func(i int)
 	trs := make([]*localTransport, shards)
 	cfg := DefaultCoordinatorConfig()
 	for i := range coords {
-		trs[i] = &localTransport{self: names[i], members: names, peers: peers, silent: map[string]bool{}}
+		trs[i] = &localTransport{self: names[i], members: names, peers: peers, silent: map[string]bool{},
+			late: map[string]bool{}, forge: map[string]func(*ShardResult){}}
 		coords[i] = NewCoordinator(NewLocal(ixs[i], cfg.Params), trs[i], cfg, nil)
 		peers[names[i]] = coords[i]
 	}

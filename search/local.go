@@ -176,17 +176,11 @@ func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionS
 		}
 		e.excl = append(e.excl, ce)
 	}
-	res := &ShardResult{Stats: CollectionStats{Docs: r.Docs(), FieldLenSum: r.FieldLenSum(), DF: make(map[string]int64, len(e.terms))}}
-	for _, c := range e.all {
-		res.Stats.DF[c.p.Term] = c.p.DF
+	st, err := l.statsWith(ctx, r, e.terms, hostFilter)
+	if err != nil {
+		return nil, err
 	}
-	if hostFilter != nil {
-		st, err := l.statsWith(ctx, r, e.terms, hostFilter)
-		if err != nil {
-			return nil, err
-		}
-		res.Stats = *st
-	}
+	res := &ShardResult{Stats: *st}
 	if global == nil {
 		global = &res.Stats
 	}
@@ -444,54 +438,45 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 }
 
 // LocalStats returns this shard's statistics for q restricted to hosts
-// passing hostFilter (nil = all), for a two-phase exact search. Docs and
-// FieldLenSum come from per-host aggregates; when some stored host fails
-// the filter, DF is counted exactly over live documents (a pass over the
-// terms' postings without positions), else it is the shard's DF.
+// passing hostFilter (nil = all), for a two-phase exact search.
 func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host string) bool) (*CollectionStats, error) {
 	r := l.ix.NewReader()
 	defer r.Close()
-	if hostFilter == nil {
-		st := &CollectionStats{Docs: r.Docs(), FieldLenSum: r.FieldLenSum(), DF: map[string]int64{}}
-		for _, t := range q.Terms() {
-			p, err := r.Postings(t, false)
-			if err != nil {
-				return nil, fmt.Errorf("search: %w", err)
-			}
-			st.DF[t] = p.DF
-		}
-		return st, nil
-	}
 	return l.statsWith(ctx, r, q.Terms(), hostFilter)
 }
 
+// statsWith computes a shard's statistics over its live documents on hosts
+// passing hostFilter (nil = all). Docs and FieldLenSum come from per-host
+// aggregates. DF is always counted over live documents, never taken from
+// the postings header: the header also counts documents replaced or deleted
+// whose postings are not purged yet, and how many of those a node carries
+// depends on its history (an owner re-indexes a page each time new anchor
+// text arrives; a replica that takes the host over received it once).
+// Header DFs made the same page score differently on the owner and on the
+// replica that took over from it, so a takeover reordered results.
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
-	ok := map[string]bool{}
-	keep := func(h string) bool {
-		v, seen := ok[h]
-		if !seen {
-			v = hostFilter(h)
-			ok[h] = v
+	keep := func(string) bool { return true }
+	if hostFilter != nil {
+		ok := map[string]bool{}
+		keep = func(h string) bool {
+			v, seen := ok[h]
+			if !seen {
+				v = hostFilter(h)
+				ok[h] = v
+			}
+			return v
 		}
-		return v
 	}
 	st := &CollectionStats{DF: make(map[string]int64, len(terms))}
 	var all bool
 	st.Docs, st.FieldLenSum, all = l.ix.HostStats(keep)
 	if all {
-		// Every stored host passes: the shard's own statistics (cheap; DF
-		// then also counts tombstoned postings not yet purged).
 		st.Docs, st.FieldLenSum = r.Docs(), r.FieldLenSum()
-		for _, t := range terms {
-			p, err := r.Postings(t, false)
-			if err != nil {
-				return nil, fmt.Errorf("search: %w", err)
-			}
-			st.DF[t] = p.DF
-		}
-		return st, nil
 	}
 	for _, t := range terms {
+		if _, done := st.DF[t]; done {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -501,7 +486,7 @@ func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, 
 		}
 		var df int64
 		for d := p.Doc(); d != index.NoMoreDocs; d = p.Next() {
-			if r.Live(d) && keep(r.Host(d)) {
+			if r.Live(d) && (all || keep(r.Host(d))) {
 				df++
 			}
 		}

@@ -76,6 +76,9 @@ type SearchReport struct {
 	Qrels []QrelsScore `json:"qrels,omitempty"`
 	// AfterKill is filled by --kill-after-crawl.
 	AfterKill *AfterKillReport `json:"after_kill,omitempty"`
+	// LatenciesMS are the query phase's latencies, sorted, for the plots
+	// of --report-dir (the JSON keeps only the percentiles).
+	LatenciesMS []float64 `json:"-"`
 }
 
 // QrelsScore is the known-item quality on one judgment file.

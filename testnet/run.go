@@ -494,6 +494,7 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 		}
 	}
 	sort.Float64s(lat)
+	sr.LatenciesMS = lat
 	sr.P50MS, sr.P95MS, sr.P99MS = percentile(lat, .50), percentile(lat, .95), percentile(lat, .99)
 	return sr, nil
 }
@@ -593,12 +594,26 @@ func topTens(ctx context.Context, p *nodeProc, queries []string, timeout time.Du
 	return tops, resps, nil
 }
 
+// scoredList shows a result list with scores and shards, so that a changed
+// top 10 says which score moved.
+func scoredList(r search.Response) string {
+	parts := make([]string, len(r.Results))
+	for i, res := range r.Results {
+		shard := res.Shard
+		if len(shard) > 6 {
+			shard = shard[len(shard)-6:]
+		}
+		parts[i] = fmt.Sprintf("%s %.6f @%s", res.URL, res.Score, shard)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
 // killAfterCrawl is the search half of a node failure (issue 6).
 func killAfterCrawl(ctx context.Context, l *launcher, queries, fresh []string, logf func(string, ...any)) (*AfterKillReport, error) {
 	live := l.live()
 	asker, victim := live[0], live[len(live)-1]
 	const deadline = 500 * time.Millisecond
-	before, _, err := topTens(ctx, asker, queries, deadline)
+	before, beforeResp, err := topTens(ctx, asker, queries, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -639,7 +654,7 @@ func killAfterCrawl(ctx context.Context, l *launcher, queries, fresh []string, l
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(4 * time.Second) // a postings flush of the taken-over pages
-	after, _, err := topTens(ctx, asker, queries, 2*time.Second)
+	after, afterResp, err := topTens(ctx, asker, queries, 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -647,7 +662,7 @@ func killAfterCrawl(ctx context.Context, l *launcher, queries, fresh []string, l
 		if strings.Join(before[i], "\n") != strings.Join(after[i], "\n") {
 			kr.Changed++
 			if len(kr.Examples) < 3 {
-				kr.Examples = append(kr.Examples, fmt.Sprintf("%q: before %v, after %v", queries[i], before[i], after[i]))
+				kr.Examples = append(kr.Examples, fmt.Sprintf("%q: before %s; after %s", queries[i], scoredList(beforeResp[i]), scoredList(afterResp[i])))
 			}
 		}
 	}

@@ -42,6 +42,9 @@ type Config struct {
 	// ControlAddr is where /truth and /requests are served ("" = 127.0.0.1:0).
 	ControlAddr string
 	Logger      *slog.Logger
+	// Latency, when set, delays every response by Latency(client IP,
+	// vhost) before it starts (see LatencyMatrix); nil = no delay.
+	Latency func(clientIP, vhost string) time.Duration
 }
 
 // Request is one entry of the request log.
@@ -662,6 +665,10 @@ func (w *Web) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		lw.Header().Set("Allow", "GET, HEAD")
 		http.Error(lw, "405 method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if err := w.linkDelay(r, vhost); err != nil {
+		aborted = true
 		return
 	}
 	if s, ok := w.sy.byName[vhost]; ok {

@@ -1,0 +1,49 @@
+package node
+
+import (
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/libp2p/go-libp2p/core/host"
+)
+
+// nodeOptions are New's optional settings; the zero value is a node of the
+// real network (its own libp2p host, Badger on disk under Config.DataDir).
+type nodeOptions struct {
+	host     host.Host
+	inMemory bool
+}
+
+// Option customises New.
+type Option func(*nodeOptions)
+
+// WithHost makes the node run on an existing libp2p host, for example a
+// mocknet host in the WAN simulator. The caller keeps ownership of the
+// host: the node does not close it. Config.Listen, PSKFile and the identity
+// key in DataDir are then the host's business.
+func WithHost(h host.Host) Option { return func(o *nodeOptions) { o.host = h } }
+
+// WithInMemoryStore keeps the node's Badger database in memory
+// (InMemoryBadgerOptions) instead of under DataDir: nothing survives the
+// process, which is what the WAN simulator wants for hundreds of nodes in
+// one process. DataDir must still be set (Validate) but is not written.
+func WithInMemoryStore() Option { return func(o *nodeOptions) { o.inMemory = true } }
+
+// InMemoryBadgerOptions are a simulated node's Badger settings: in memory,
+// small memtables and caches and no compression, so that a few hundred
+// nodes with a few thousand pages each fit in a few GB and do not spend
+// the machine's two cores on ZSTD.
+func InMemoryBadgerOptions() badger.Options {
+	return badger.DefaultOptions("").
+		WithInMemory(true).
+		WithLogger(nil).
+		WithMemTableSize(4 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithBaseTableSize(1 << 20).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(0).
+		WithCompression(options.None).
+		WithNumCompactors(2).
+		WithDetectConflicts(false)
+}
