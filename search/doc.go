@@ -29,7 +29,11 @@
 // Score is one pure function; the local engine runs the same arithmetic in
 // the same order, so a coordinator rescoring a Candidate with the same
 // statistics gets the same bits. Statistics are the caller's (global) or the
-// shard's own; DF counts tombstoned postings not yet purged.
+// shard's own, and count live documents only: DF is counted by a pass over
+// the term's doc IDs rather than read from the postings header, which also
+// counts replaced documents not yet purged. How many of those a node holds
+// depends on its history, and header DFs made a page score differently on
+// its owner and on the replica that took over from it.
 //
 // # Local execution (local.go)
 //
@@ -45,6 +49,6 @@
 // for exact rescoring; Total is exact only when nothing was pruned
 // (ShardResult.TotalExact). With a host filter, Search returns statistics
 // restricted to the passing hosts (as LocalStats does): Docs and field sums
-// from per-host aggregates, DF by a scan only when some host is filtered out.
+// from per-host aggregates, DF by the same scan.
 // Unflushed documents (at most FlushInterval old) are not yet searchable.
 package search
