@@ -326,26 +326,29 @@ func (n *Node) handleCrawl(w http.ResponseWriter, r *http.Request) {
 
 // Status is GET /api/status.
 type Status struct {
-	PeerID          string        `json:"peer_id"`
-	Addrs           []string      `json:"addrs"`
-	Network         string        `json:"network"`
-	DataDir         string        `json:"data_dir"`
-	UptimeS         float64       `json:"uptime_s"`
-	Members         int           `json:"members"`
-	KeyPrefix       string        `json:"key_prefix"`
-	OwnedHosts      int           `json:"owned_hosts"`
-	KnownHosts      int           `json:"known_hosts"`
-	Crawl           crawl.Stats   `json:"crawl"`
-	Idle            bool          `json:"idle"`
-	Index           index.Stats   `json:"index"`
-	Outbox          int           `json:"outbox"`
-	P2P             p2p.Stats     `json:"p2p"`
-	BadgerLSM       int64         `json:"badger_lsm_bytes"`
-	BadgerVLog      int64         `json:"badger_vlog_bytes"`
-	SearchCache     any           `json:"search_cache"`
-	HandoffPages    int64         `json:"handoff_pages"`
-	HandoffReceived int64         `json:"handoff_received"`
-	Errors          []RecentError `json:"recent_errors"`
+	PeerID          string      `json:"peer_id"`
+	Addrs           []string    `json:"addrs"`
+	Network         string      `json:"network"`
+	DataDir         string      `json:"data_dir"`
+	UptimeS         float64     `json:"uptime_s"`
+	Members         int         `json:"members"`
+	KeyPrefix       string      `json:"key_prefix"`
+	OwnedHosts      int         `json:"owned_hosts"`
+	KnownHosts      int         `json:"known_hosts"`
+	Crawl           crawl.Stats `json:"crawl"`
+	Idle            bool        `json:"idle"`
+	Index           index.Stats `json:"index"`
+	Outbox          int         `json:"outbox"`
+	P2P             p2p.Stats   `json:"p2p"`
+	BadgerLSM       int64       `json:"badger_lsm_bytes"`
+	BadgerVLog      int64       `json:"badger_vlog_bytes"`
+	SearchCache     any         `json:"search_cache"`
+	HandoffPages    int64       `json:"handoff_pages"`
+	HandoffReceived int64       `json:"handoff_received"`
+	// HandoffRefused counts pages, fetch markers and host exports refused
+	// because neither this node nor the sending peer holds their host.
+	HandoffRefused int64         `json:"handoff_refused"`
+	Errors         []RecentError `json:"recent_errors"`
 }
 
 // Status reports the node's state.
@@ -356,6 +359,7 @@ func (n *Node) Status(ctx context.Context) Status {
 		Crawl: n.crawler.Stats(), Index: n.ix.Stats(), Outbox: n.net.OutboxDepth(),
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
 		HandoffPages: n.handoff.sent.Load(), HandoffReceived: n.handoff.received.Load(),
+		HandoffRefused: n.handoff.refused.Load(),
 	}
 	key := p2p.PeerKey(n.net.ID())
 	s.KeyPrefix = hex.EncodeToString(key[:4])

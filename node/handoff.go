@@ -148,8 +148,11 @@ func decodeGob(b []byte, v any) error {
 type handoffState struct {
 	sent     atomic.Int64
 	received atomic.Int64
-	mu       sync.Mutex // one rebalance at a time
-	kick     chan struct{}
+	// refused counts pages, fetch markers and host exports refused because
+	// neither this node nor the sender holds their host.
+	refused atomic.Int64
+	mu      sync.Mutex // one rebalance at a time
+	kick    chan struct{}
 }
 
 func docFromRecord(r *index.PageRecord) *index.Document {
@@ -283,17 +286,36 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 	return nil
 }
 
-func (n *Node) isReplica(host string) bool {
-	self := n.net.ID()
-	for _, p := range n.net.Replicas(host) {
-		if p == self {
+func (n *Node) isReplica(host string) bool { return n.holds(n.net.ID(), host) }
+
+// holds reports whether p is, by this node's view, the owner of host or one
+// of its replicas.
+func (n *Node) holds(p peer.ID, host string) bool {
+	for _, r := range n.net.Replicas(host) {
+		if r == p {
 			return true
 		}
 	}
 	return false
 }
 
-func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byte) error {
+// mayStore decides whether pages, fetch markers or crawl state of host sent
+// by from are taken. A peer may only hand over what it holds or what this
+// node holds: an old owner handing a host to a newcomer is, in the
+// newcomer's view, the host's replica; an owner replicating its pages holds
+// them. A peer that holds neither is claiming a host that is not its own
+// and is refused. The check is against this node's view, which may lag the
+// sender's by a heartbeat; when only the sender holds the host, the pages
+// are stored and the rebalance moves them on to the host's owner.
+func (n *Node) mayStore(from peer.ID, host string) bool {
+	if n.isReplica(host) || n.holds(from, host) {
+		return true
+	}
+	n.handoff.refused.Add(1)
+	return false
+}
+
+func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []byte) error {
 	var m pagesMsg
 	if err := decodeGob(payload, &m); err != nil {
 		return err
@@ -304,6 +326,9 @@ func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byt
 	for _, d := range m.Docs {
 		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host {
 			return fmt.Errorf("handoff page with inconsistent URL and host")
+		}
+		if !n.mayStore(from, d.Host) {
+			continue
 		}
 		if err := n.ix.Put(ctx, d); err != nil {
 			return fmt.Errorf("index handed-off page: %w", err)
@@ -316,7 +341,7 @@ func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byt
 		return fmt.Errorf("handoff with anchors for %d URLs", len(m.Anchors))
 	}
 	for u, texts := range m.Anchors {
-		if hostOf(u) == "" {
+		if h := hostOf(u); h == "" || !n.mayStore(from, h) {
 			continue
 		}
 		if err := n.addAnchors(ctx, u, texts); err != nil {
@@ -328,13 +353,16 @@ func (n *Node) receiveHandoffPages(ctx context.Context, _ peer.ID, payload []byt
 	return nil
 }
 
-func (n *Node) receiveHandoffHost(ctx context.Context, _ peer.ID, payload []byte) error {
+func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []byte) error {
 	var m hostMsg
 	if err := decodeGob(payload, &m); err != nil {
 		return err
 	}
 	if m.Export == nil {
 		return fmt.Errorf("empty host handoff")
+	}
+	if !n.mayStore(from, m.Export.Host) {
+		return fmt.Errorf("host handoff of %s from %s, which holds neither it nor this node", m.Export.Host, from)
 	}
 	if err := n.crawler.ImportHost(ctx, m.Export); err != nil {
 		return err

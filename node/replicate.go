@@ -198,7 +198,7 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 		return fmt.Errorf("replica message with %d markers", len(m.Fetched))
 	}
 	for _, f := range m.Fetched {
-		if f.URL == "" || hostOf(f.URL) != f.Host || n.net.IsOwner(f.Host) {
+		if f.URL == "" || hostOf(f.URL) != f.Host || n.net.IsOwner(f.Host) || !n.mayStore(from, f.Host) {
 			continue
 		}
 		if err := n.noteReplica(f.Host); err != nil {
@@ -211,7 +211,7 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 		}
 	}
 	for _, d := range m.Docs {
-		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host {
+		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host || !n.mayStore(from, d.Host) {
 			continue
 		}
 		if !n.net.IsOwner(d.Host) {
@@ -221,6 +221,11 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 		}
 		if err := n.ix.Put(ctx, d); err != nil {
 			return err
+		}
+	}
+	for u := range m.Anchors {
+		if h := hostOf(u); h == "" || !n.mayStore(from, h) {
+			delete(m.Anchors, u)
 		}
 	}
 	return n.applyAnchors(ctx, m.Anchors)
