@@ -19,6 +19,7 @@ import (
 	"sou/crawl"
 	"sou/index"
 	"sou/node"
+	"sou/p2p"
 	"sou/search"
 	"sou/testnet/simweb"
 )
@@ -43,8 +44,13 @@ type RunConfig struct {
 	// instants during the crawl, restarting it each time.
 	Crashes int
 	// JoinAt adds a node, KillAt kills one (no restart), at a crawl
-	// fraction ("30%") or a time ("20s").
-	JoinAt, KillAt string
+	// fraction ("30%") or a time ("20s"). RestartAt kills one and restarts
+	// it on its data once the others have seen it leave (a takeover, then
+	// a rejoin and a handback).
+	JoinAt, KillAt, RestartAt string
+	// ReportDir, when set, receives report.json, report.md and the plots
+	// (see WriteReportDir).
+	ReportDir string
 	// Queries is the size of the query phase (0 = no query phase).
 	Queries int
 	// KillAfterCrawl kills one node after the query phase and checks that
@@ -125,8 +131,11 @@ func (c *RunConfig) Validate() error {
 	if _, err := parseTrigger("kill-at", c.KillAt); err != nil {
 		return err
 	}
-	if (c.KillAt != "" || c.KillAfterCrawl) && c.Nodes < 2 {
-		return errors.New("--kill-at and --kill-after-crawl need at least 2 nodes")
+	if _, err := parseTrigger("restart-at", c.RestartAt); err != nil {
+		return err
+	}
+	if (c.KillAt != "" || c.RestartAt != "" || c.KillAfterCrawl) && c.Nodes < 2 {
+		return errors.New("--kill-at, --restart-at and --kill-after-crawl need at least 2 nodes")
 	}
 	return nil
 }
@@ -248,6 +257,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		}
 	}
 	rep.judge(cfg)
+	if cfg.ReportDir != "" {
+		if err := WriteReportDir(cfg.ReportDir, rep, web.Requests(0)); err != nil {
+			return nil, err
+		}
+	}
 	return rep, nil
 }
 
@@ -296,11 +310,14 @@ func (r *Report) judge(cfg RunConfig) {
 // or lose the page. That bound is one response per fetch worker per kill.
 func allowedDuplicates(cfg RunConfig, pages int) int {
 	allowed := 0
-	if cfg.JoinAt != "" || cfg.KillAt != "" || cfg.Crashes > 0 {
+	if cfg.JoinAt != "" || cfg.KillAt != "" || cfg.RestartAt != "" || cfg.Crashes > 0 {
 		allowed = pages / 1000
 	}
 	kills := cfg.Crashes
 	if cfg.KillAt != "" {
+		kills++
+	}
+	if cfg.RestartAt != "" {
 		kills++
 	}
 	return max(allowed, kills*crawl.FastConfig().Workers)
@@ -347,6 +364,9 @@ func liveStatuses(ctx context.Context, l *launcher) []*node.Status {
 func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *simweb.Web, rep *Report, logf func(string, ...any)) error {
 	joinAt, _ := parseTrigger("join-at", cfg.JoinAt)
 	killAt, _ := parseTrigger("kill-at", cfg.KillAt)
+	restartAt, _ := parseTrigger("restart-at", cfg.RestartAt)
+	var restarting *nodeProc
+	var restartDue time.Time
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed))
 	// Crash instants: spread over the expected crawl by fraction fetched.
 	var crashAt []float64
@@ -405,6 +425,25 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
 			logf("node %d killed", victim.Index)
 		}
+		if restartAt.due(fraction, elapsed) && len(l.live()) > 1 {
+			restartAt.set = false
+			live := l.live()
+			restarting = live[1+rng.IntN(len(live)-1)] // never node 0, the seed entry point
+			restarting.kill()
+			// Back after the membership timeout, so that the others have
+			// declared it gone and its replicas have taken over.
+			restartDue = time.Now().Add(p2p.DefaultLANConfig().MemberTimeout + 2*time.Second)
+			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) at %.0f%%, to be restarted", elapsed.Seconds(), restarting.Index, 100*fraction))
+			logf("node %d killed, restart in %v", restarting.Index, time.Until(restartDue).Round(time.Second))
+		}
+		if restarting != nil && time.Now().After(restartDue) {
+			if err := restarting.restart(ctx, l.bootstrapAddrs()); err != nil {
+				return fmt.Errorf("restart node %d: %w", restarting.Index, err)
+			}
+			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d restarted", time.Since(start).Seconds(), restarting.Index))
+			logf("node %d restarted", restarting.Index)
+			restarting = nil
+		}
 		if len(crashAt) > 0 && fraction >= crashAt[0] {
 			crashAt = crashAt[1:]
 			live := l.live()
@@ -424,7 +463,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 				break
 			}
 		}
-		if !allIdle || reqs != lastReqs {
+		if !allIdle || reqs != lastReqs || restarting != nil {
 			idleSince = time.Time{}
 			lastReqs = reqs
 			continue

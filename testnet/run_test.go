@@ -116,6 +116,8 @@ func TestRunConfigValidation(t *testing.T) {
 		{"bad join", RunConfig{Nodes: 2, Hosts: 10, Pages: 100, JoinAt: "150%"}},
 		{"bad kill", RunConfig{Nodes: 2, Hosts: 10, Pages: 100, KillAt: "soon"}},
 		{"kill alone", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, KillAt: "50%"}},
+		{"bad restart", RunConfig{Nodes: 2, Hosts: 10, Pages: 100, RestartAt: "-3%"}},
+		{"restart alone", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, RestartAt: "50%"}},
 	}
 	for _, tc := range tests {
 		if err := tc.cfg.Validate(); err == nil {

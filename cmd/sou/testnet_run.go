@@ -64,6 +64,8 @@ func newTestnetRunCmd() *cobra.Command {
 	f.IntVar(&cfg.Crashes, "crashes", 0, "SIGKILL a random node this many times during the crawl, restarting it each time")
 	f.StringVar(&cfg.JoinAt, "join-at", "", "add a node at this crawl fraction (30%) or time (20s)")
 	f.StringVar(&cfg.KillAt, "kill-at", "", "SIGKILL a node (not restarted) at this crawl fraction or time")
+	f.StringVar(&cfg.RestartAt, "restart-at", "", "SIGKILL a node at this crawl fraction or time and restart it once the others have seen it leave")
+	f.StringVar(&cfg.ReportDir, "report-dir", "", "write report.json, report.md and SVG plots (pages over time per node, fetch rate, query latency) to this directory")
 	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
 	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (../shared/corpus/qrels.py output) to score as MRR@10 and Success@10")
 	f.BoolVar(&cfg.KillAfterCrawl, "kill-after-crawl", false, "after the query phase, SIGKILL a node and check search coverage and the top 10 after the takeover")
