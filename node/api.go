@@ -316,6 +316,8 @@ func (n *Node) handleCrawl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 	case errors.As(err, &bad):
 		writeJSON(w, http.StatusAccepted, map[string]any{"accepted": accepted, "rejected": bad.Bad})
+	case errors.Is(err, ErrDiskLow):
+		writeError(w, http.StatusInsufficientStorage, err.Error())
 	case err != nil:
 		n.errs.add("crawl add", err)
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -347,8 +349,13 @@ type Status struct {
 	HandoffReceived int64       `json:"handoff_received"`
 	// HandoffRefused counts pages, fetch markers and host exports refused
 	// because neither this node nor the sending peer holds their host.
-	HandoffRefused int64         `json:"handoff_refused"`
-	Errors         []RecentError `json:"recent_errors"`
+	HandoffRefused int64 `json:"handoff_refused"`
+	// DiskFree is the free space under the data directory at the last
+	// check; DiskLow says the node has stopped crawling and taking in data
+	// until space returns.
+	DiskFree uint64        `json:"disk_free_bytes"`
+	DiskLow  bool          `json:"disk_low"`
+	Errors   []RecentError `json:"recent_errors"`
 }
 
 // Status reports the node's state.
@@ -360,6 +367,7 @@ func (n *Node) Status(ctx context.Context) Status {
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
 		HandoffPages: n.handoff.sent.Load(), HandoffReceived: n.handoff.received.Load(),
 		HandoffRefused: n.handoff.refused.Load(),
+		DiskFree:       n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}
 	key := p2p.PeerKey(n.net.ID())
 	s.KeyPrefix = hex.EncodeToString(key[:4])

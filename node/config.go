@@ -55,6 +55,10 @@ type Config struct {
 	MinDelay time.Duration
 	// MaxPagesPerHost caps pages per host (0 = unlimited).
 	MaxPagesPerHost int
+	// MinFreeDisk is the free space (bytes) under DataDir below which the
+	// node stops crawling and taking in data until space returns (see
+	// disk.go); 0 disables the guard.
+	MinFreeDisk uint64
 }
 
 // DefaultDataDir is a per-user data directory.
@@ -75,9 +79,14 @@ func DefaultConfig() Config {
 			"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1",
 			"/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1",
 		},
-		MDNS: true,
+		MDNS:        true,
+		MinFreeDisk: DefaultMinFreeDisk,
 	}
 }
+
+// DefaultMinFreeDisk leaves room for Badger's memtables, a value-log file
+// and compactions after the guard trips.
+const DefaultMinFreeDisk = 1 << 30
 
 // Validate reports the first problem with c as a one-line error.
 func (c *Config) Validate() error {

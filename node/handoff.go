@@ -316,6 +316,9 @@ func (n *Node) mayStore(from peer.ID, host string) bool {
 }
 
 func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []byte) error {
+	if err := n.intakeOK(); err != nil {
+		return err // the sender keeps the pages until a Send succeeds
+	}
 	var m pagesMsg
 	if err := decodeGob(payload, &m); err != nil {
 		return err
@@ -354,6 +357,9 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 }
 
 func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []byte) error {
+	if err := n.intakeOK(); err != nil {
+		return err // the sender keeps the pages until a Send succeeds
+	}
 	var m hostMsg
 	if err := decodeGob(payload, &m); err != nil {
 		return err

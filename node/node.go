@@ -44,6 +44,7 @@ type Node struct {
 	settle *settling
 	// httpAddr is the bound API address (a string), set by startHTTP.
 	httpAddr atomic.Value
+	disk     *diskGuard
 }
 
 // New opens the node's storage and network. Call Run to serve, and it
@@ -66,6 +67,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 			_ = f()
 		}
 	}
+	minFree := cfg.MinFreeDisk
+	if o.inMemory {
+		minFree = 0 // nothing is written under DataDir
+	}
+	n.disk = newDiskGuard(cfg.DataDir, minFree)
 	n.db, err = openDB(cfg.DataDir, o.inMemory, log)
 	if err != nil {
 		return nil, err
@@ -201,6 +207,7 @@ func (n *Node) Run(ctx context.Context) error {
 	run(n.watchMembers)
 	run(n.rebalanceLoop)
 	run(n.replicationLoop)
+	run(n.watchDisk)
 	if len(n.cfg.Seeds) > 0 {
 		if _, err := n.AddSeeds(ctx, n.cfg.Seeds); err != nil {
 			n.log.Warn("seeds", "err", err)
@@ -245,6 +252,9 @@ func (n *Node) runCtx() context.Context {
 // AddSeeds normalises urls and hands each to its owner: this node's
 // crawler, or the network. It returns how many were accepted.
 func (n *Node) AddSeeds(ctx context.Context, urls []string) (int, error) {
+	if err := n.intakeOK(); err != nil {
+		return 0, err
+	}
 	var local []crawl.Discovered
 	var remote []p2p.URLRecord
 	var bad []string
@@ -287,6 +297,9 @@ func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad
 // receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
 // what we do not own, so everything here is ours.
 func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord) error {
+	if err := n.intakeOK(); err != nil {
+		return err // the sender keeps the batch in its outbox
+	}
 	ds := make([]crawl.Discovered, 0, len(recs))
 	anchors := map[string][]string{}
 	for _, r := range recs {

@@ -190,6 +190,9 @@ func (n *Node) isMember(p peer.ID) bool {
 }
 
 func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte) error {
+	if err := n.intakeOK(); err != nil {
+		return err
+	}
 	var m pagesMsg
 	if err := decodeGob(payload, &m); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 func newNodeCmd() *cobra.Command {
 	cfg := node.DefaultConfig()
 	var configPath, logLevel string
+	minFreeMB := cfg.MinFreeDisk >> 20
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Run a sou node: crawler, index shard and search coordinator",
@@ -27,6 +28,10 @@ func newNodeCmd() *cobra.Command {
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
+			if minFreeMB > 1<<30 {
+				return fmt.Errorf("--min-free-disk-mb %d: more than a petabyte", minFreeMB)
+			}
+			cfg.MinFreeDisk = minFreeMB << 20
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			ctx := cmd.Context()
 			n, err := node.New(ctx, cfg, log)
@@ -58,6 +63,7 @@ func newNodeCmd() *cobra.Command {
 	f.StringVar(&cfg.SourceIP, "source-ip", "", "local address of the crawler's connections (default: the system's choice)")
 	f.DurationVar(&cfg.MinDelay, "min-delay", 0, "minimum delay between requests to one host (0 = default)")
 	f.IntVar(&cfg.MaxPagesPerHost, "max-pages-per-host", 0, "page budget per host (0 = unlimited)")
+	f.Uint64Var(&minFreeMB, "min-free-disk-mb", minFreeMB, "stop crawling and taking in data while the data directory's disk has less free space than this (0 = never)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
