@@ -273,7 +273,15 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 	if err := n.crawler.DropHost(ctx, host); err != nil {
 		return fmt.Errorf("drop crawl state: %w", err)
 	}
-	if !n.isReplica(host) {
+	if n.isReplica(host) {
+		// Still a replica: keep the pages and remember the host as held
+		// only as a replica, so that if the new owner dies this node takes
+		// the host over from them instead of fetching them all again (the
+		// crawl state it had is gone with DropHost).
+		if err := n.noteReplica(host); err != nil {
+			return fmt.Errorf("note replica host: %w", err)
+		}
+	} else {
 		for _, u := range urls {
 			if err := n.ix.Delete(ctx, u); err != nil {
 				return fmt.Errorf("delete handed-off page %s: %w", u, err)

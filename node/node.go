@@ -45,6 +45,8 @@ type Node struct {
 	// httpAddr is the bound API address (a string), set by startHTTP.
 	httpAddr atomic.Value
 	disk     *diskGuard
+	// remembered is read at start and not changed after.
+	remembered remembered
 }
 
 // New opens the node's storage and network. Call Run to serve, and it
@@ -145,6 +147,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	defer closeOnErr(n.crawler.Close)
 	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
 	n.metrics = newMetrics(n)
+	if err := n.loadRemembered(rememberGrace(pcfg.MemberTimeout)); err != nil {
+		return nil, fmt.Errorf("load remembered members: %w", err)
+	}
 	if err := n.loadReplicaHosts(); err != nil {
 		return nil, fmt.Errorf("load replica hosts: %w", err)
 	}
@@ -357,8 +362,10 @@ func (n *Node) watchMembers(ctx context.Context) {
 				}
 				n.settle.joined(others, time.Now())
 				go n.sendManifest(ctx, ev.Member.ID)
+				n.rememberMember(ev.Member.ID, true)
 			case p2p.Left:
 				n.settle.left(ev.Member.ID)
+				n.rememberMember(ev.Member.ID, false)
 			}
 			n.coord.Invalidate()
 			n.kickRebalance()

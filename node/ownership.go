@@ -4,7 +4,10 @@ import (
 	"sync"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"sou/p2p"
 )
 
 // settling keeps two nodes from crawling one host while ownership moves to
@@ -107,4 +110,67 @@ func (s *settling) mayCrawl(host string, now time.Time) bool {
 		delete(s.pending, host)
 	}
 	return true
+}
+
+// remembered is the membership this node knew when it last stopped
+// ("n:m/<peer ID>" keys, written on every join and leave). A node restarted
+// after a crash sees only itself at first and would own, for a few
+// heartbeats, the hosts of every member it has not heard from yet; crawling
+// them then fetches again what their owners already fetched (measured: most
+// duplicates under repeated SIGKILLs). So until rememberGrace has passed,
+// a host is crawled only if this node also owns it among the remembered
+// members; a remembered member that is really gone costs its hosts that
+// grace period.
+type remembered struct {
+	ids   []peer.ID
+	until time.Time
+}
+
+const prefixMember = "n:m/"
+
+// rememberGrace: a live member's heartbeat arrives within MemberTimeout;
+// twice that covers a slow start.
+func rememberGrace(memberTimeout time.Duration) time.Duration { return 2 * memberTimeout }
+
+func (n *Node) loadRemembered(grace time.Duration) error {
+	return n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMember)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			id, err := peer.Decode(string(it.Item().Key()[len(prefixMember):]))
+			if err == nil && id != n.net.ID() {
+				n.remembered.ids = append(n.remembered.ids, id)
+			}
+		}
+		n.remembered.until = time.Now().Add(grace)
+		return nil
+	})
+}
+
+// rememberMember records a join (or forgets a leave) for the next start.
+func (n *Node) rememberMember(id peer.ID, joined bool) {
+	key := []byte(prefixMember + id.String())
+	err := n.db.Update(func(txn *badger.Txn) error {
+		if joined {
+			return txn.Set(key, nil)
+		}
+		return txn.Delete(key)
+	})
+	if err != nil {
+		n.errs.add("remember member", err)
+	}
+}
+
+// ownsAmongRemembered reports whether this node owns host when the members
+// it remembers from its last run count as members too (always true once
+// the grace period is over).
+func (n *Node) ownsAmongRemembered(host string) bool {
+	if len(n.remembered.ids) == 0 || time.Now().After(n.remembered.until) {
+		return true
+	}
+	ids := append([]peer.ID{}, n.remembered.ids...)
+	for _, m := range n.net.Members() {
+		ids = append(ids, m.ID)
+	}
+	return p2p.OwnerOf(ids, host) == n.net.ID()
 }

@@ -25,7 +25,7 @@ func (s *sink) Owns(hostKey string) bool { return s.n.net.IsOwner(hostKey) }
 // settling), when the host is not ours, and while the disk is low.
 func (s *sink) MayFetch(hostKey string) bool {
 	n := s.n
-	return !n.disk.Low() && n.net.IsOwner(hostKey) && n.settle.mayCrawl(hostKey, time.Now()) && !n.needsTakeover(n.runCtx(), hostKey)
+	return !n.disk.Low() && n.net.IsOwner(hostKey) && n.ownsAmongRemembered(hostKey) && n.settle.mayCrawl(hostKey, time.Now()) && !n.needsTakeover(n.runCtx(), hostKey)
 }
 
 func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
