@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -25,7 +26,7 @@ func (s *sink) Owns(hostKey string) bool { return s.n.net.IsOwner(hostKey) }
 // settling), when the host is not ours, and while the disk is low.
 func (s *sink) MayFetch(hostKey string) bool {
 	n := s.n
-	return !n.disk.Low() && n.net.IsOwner(hostKey) && n.ownsAmongRemembered(hostKey) && n.settle.mayCrawl(hostKey, time.Now()) && !n.needsTakeover(n.runCtx(), hostKey)
+	return !n.disk.Low() && n.net.IsOwner(hostKey) && n.ownsAmongRecent(hostKey) && n.settle.mayCrawl(hostKey, time.Now()) && !n.needsTakeover(n.runCtx(), hostKey)
 }
 
 func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
@@ -57,7 +58,16 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	}
 	if len(n.net.Members()) > 1 {
 		winner, err := n.net.Claim(ctx, p.ContentHash[:], p.URL)
-		if err != nil {
+		var refused *p2p.RemoteError
+		switch {
+		case errors.As(err, &refused):
+			// The registry's view of who holds the host differs from ours
+			// (a view changing under churn): index the page without the
+			// network-wide duplicate check rather than retry forever; the
+			// coordinator still collapses duplicates at query time.
+			n.log.Debug("content claim refused; indexing without it", "url", p.URL, "err", err)
+			winner = p.URL
+		case err != nil:
 			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
 		}
 		if winner != p.URL {

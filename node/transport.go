@@ -28,3 +28,11 @@ func (t *shardTransport) Request(ctx context.Context, member string, req []byte)
 	}
 	return t.n.net.Request(ctx, id, req)
 }
+
+// Holds lets the coordinator drop results a member returns for hosts it
+// does not hold (search.HostHolders): a peer answering for hosts that are
+// not its own is lying.
+func (t *shardTransport) Holds(member, host string) bool {
+	id, err := peer.Decode(member)
+	return err == nil && t.n.net.Holds(id, host)
+}

@@ -46,6 +46,22 @@ type Config struct {
 	PeerRate    rate.Limit
 	PeerBurst   int
 	ThrottleFor time.Duration
+	// PeerURLRate and PeerURLBurst bound the URL records accepted from one
+	// peer (records per second, and how many may be saved up). A batch is
+	// accepted while the peer's allowance is positive and then charged in
+	// full (the allowance may go negative, so any batch size gets through
+	// eventually); otherwise it is refused as busy and the sender retries
+	// it later from its outbox, so nothing is lost. A flooder cannot grow
+	// this node's frontier and outboxes faster than the rate.
+	PeerURLRate  rate.Limit
+	PeerURLBurst int
+	// MaxStreamsPerPeer caps the inbound streams one peer may have open at
+	// once (all protocols); streams beyond it are reset at once. URL
+	// batches are further capped at maxURLStreamsPerPeer.
+	MaxStreamsPerPeer int
+	// StreamIdleTimeout is how long an inbound stream may stay silent
+	// while its request is read before it is reset.
+	StreamIdleTimeout time.Duration
 	// BatchMaxURLs caps the records in one forwarded batch; BatchDelay is
 	// how long a sender lingers to fill a batch.
 	BatchMaxURLs int
@@ -74,6 +90,10 @@ func DefaultLANConfig() Config {
 		PeerRate:          1000,
 		PeerBurst:         2000,
 		ThrottleFor:       5 * time.Second,
+		PeerURLRate:       20_000,
+		PeerURLBurst:      maxBatchRecords,
+		MaxStreamsPerPeer: 128,
+		StreamIdleTimeout: 10 * time.Second,
 		BatchMaxURLs:      2000,
 		BatchDelay:        time.Second,
 		RetryMin:          200 * time.Millisecond,
@@ -130,6 +150,18 @@ func (c *Config) fillDefaults() error {
 	}
 	if c.ThrottleFor <= 0 {
 		c.ThrottleFor = d.ThrottleFor
+	}
+	if c.PeerURLRate <= 0 {
+		c.PeerURLRate = d.PeerURLRate
+	}
+	if c.PeerURLBurst <= 0 {
+		c.PeerURLBurst = d.PeerURLBurst
+	}
+	if c.MaxStreamsPerPeer <= 0 {
+		c.MaxStreamsPerPeer = d.MaxStreamsPerPeer
+	}
+	if c.StreamIdleTimeout <= 0 {
+		c.StreamIdleTimeout = d.StreamIdleTimeout
 	}
 	if c.BatchMaxURLs <= 0 {
 		c.BatchMaxURLs = d.BatchMaxURLs

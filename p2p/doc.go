@@ -60,7 +60,11 @@
 // A peer's key is sha256(peer ID bytes) (kbucket.ConvertPeerID); a host's
 // key is sha256(lowercased host[:port]). Owner = the live member (self
 // included) XOR-closest to the host key; Replicas = the R closest, owner
-// first. OwnerOf is the pure function used by tests and reports.
+// first. OwnerOf is the pure function used by tests and reports. Holds(p,
+// host) says whether p may hold host (among the R closest, p counted as a
+// member): claims are checked with it, and node gives it to the search
+// coordinator so that results a shard sends for hosts it does not hold
+// are dropped.
 //
 // # URL forwarding
 //
@@ -86,8 +90,9 @@
 // # Protocols and wire formats (all IDs versioned, all include the network)
 //
 // Every stream carries one request frame and one response frame: a uvarint
-// length then the bytes, capped by MaxMessageBytes. Every payload starts
-// with a version byte (1). Responses: version, status (0 ok, 1 error), then
+// length then the bytes, capped by MaxMessageBytes; the buffer grows as
+// bytes arrive (from 4 KiB), never to the announced length up front. Every
+// payload starts with a version byte (1). Responses: version, status (0 ok, 1 error), then
 // the body or an error text (≤ 1 KiB). Malformed input resets the stream
 // and is counted (Stats.RejectedMessages); it never panics (fuzzed).
 //
@@ -108,9 +113,17 @@
 //     Send retries transport failures until ctx ends, returns handler errors
 //     as *RemoteError. Not durable: the caller keeps its data until Send
 //     returns nil. Batch payloads: each message counts against the peer rate.
-//   - /sou/<network>/claim/1.0.0: version, hops, key, value; routed greedily
-//     to the member closest to sha256(key), which stores the first value and
-//     returns it forever after (first writer wins).
+//   - /sou/<network>/claim/2.0.0: version, hops, key, value (a URL), the
+//     origin's public key and its signature over ("sou/claim/1", network,
+//     key, value); routed greedily to the member closest to sha256(key),
+//     which stores the first value and returns it forever after (first
+//     writer wins). Every hop verifies the signature (a forgery is
+//     malformed: reset, counted, sender throttled) and refuses the claim
+//     (an error answer, Stats.ClaimsRefused) unless the origin holds the
+//     URL's host: it is among the Replicas members closest to it by the
+//     hop's view, the origin counted as a member. A peer therefore cannot
+//     claim, and so suppress as duplicates, pages on hosts honest peers
+//     own. (1.0.0 carried no origin and is gone.)
 //   - heartbeat (pubsub): version, flags (bit 0 leaving), sender time in ms,
 //     addresses (≤ 64, binary multiaddrs), load (pages, frontier, hosts,
 //     outbox depth) as uvarints.
@@ -120,9 +133,29 @@
 // Every inbound stream costs one token of a per-peer token bucket
 // (PeerRate, PeerBurst); a peer that empties it is throttled — all its
 // streams reset — for ThrottleFor (Stats.ThrottledMessages, ThrottleEvents,
-// ThrottledPeers). Heartbeats are limited per origin to 4 per interval.
+// ThrottledPeers). A malformed message throttles its sender at once.
+// Heartbeats are limited per origin to 4 per interval.
+//
+// Concurrency: a peer may have at most MaxStreamsPerPeer (128) inbound
+// streams being handled at once, and at most 4 URL batches; streams beyond
+// are reset on arrival (Stats.StreamsRefused). Exceeding it is not
+// penalised: an honest coordinator under load may run many searches at
+// once. A request must keep arriving: StreamIdleTimeout (10 s) of silence
+// resets the stream (Stats.StreamsTimedOut), and every request ends after
+// 2 minutes in all. libp2p's own resource manager (default, autoscaled
+// limits) stays in place below these.
+//
+// URL intake: each peer has an allowance of PeerURLRate records per second
+// (20,000) saved up to PeerURLBurst (100,000). A batch is accepted while
+// the allowance is positive and charged in full; otherwise it is answered
+// "busy" before it is inflated (Stats.URLBatchesRefused), and the sender
+// keeps it in its outbox and retries after a backoff. Records for hosts
+// the receiver does not own count alike, so a flooder cannot grow this
+// node's frontier or outboxes faster than the allowance by any route.
+//
 // Field caps: URL 8 KiB, anchor 1 KiB, source host 300 B, 100,000 records
-// per batch, claim key 1 KiB, value 8 KiB; gossip messages 64 KiB.
+// per batch, claim key 1 KiB, value 8 KiB, public key and signature 1 KiB
+// each; gossip messages 64 KiB.
 //
 // # Badger keys (all under "p:")
 //

@@ -116,6 +116,18 @@ func (n *Node) Replicas(host string) []peer.ID {
 	return ReplicasOf(n.memberIDs(), host, n.cfg.Replicas)
 }
 
+// Holds reports whether p may hold host by this node's view: p is among
+// the Replicas members closest to host, counting p as a member even if
+// this node has not heard of it yet (a view that lags behind a join must
+// not refuse the newcomer).
+func (n *Node) Holds(p peer.ID, host string) bool {
+	members := n.memberIDs()
+	if !slices.Contains(members, p) {
+		members = append(members, p)
+	}
+	return slices.Contains(ReplicasOf(members, host, n.cfg.Replicas), p)
+}
+
 // IsOwner reports whether this node owns host by its own view.
 func (n *Node) IsOwner(host string) bool { return n.Owner(host) == n.h.ID() }
 
@@ -332,6 +344,27 @@ func (n *Node) expireMembers() {
 		n.emit(MemberEvent{Kind: Left, Member: m, At: now})
 		n.abortSend(m.ID)
 		n.wakeSender(m.ID)
+		n.dropStaleConnections(m.ID)
+	}
+}
+
+// dropStaleConnections closes every connection to a member that went
+// silent. A member that crashed and came back within seconds leaves a dead
+// connection behind (QUIC has no RST: it lingers until its idle timeout)
+// next to its new one. Gossipsub then keeps losing its writer to that peer
+// on the dead connection, respawns it while the peer still counts as
+// connected, and after four respawns in ten minutes
+// (pubsub.MaxBackoffAttempts) stops writing to it for good: the member
+// never hears this node's subscription again, and the two views stay split
+// (seen as thousands of duplicate fetches under repeated crashes). Closing
+// every connection resets gossipsub's state for the peer; dialRoutingTable
+// or the peer itself reconnects, and the next heartbeat re-admits it.
+func (n *Node) dropStaleConnections(p peer.ID) {
+	if n.h.Network().Connectedness(p) != network.Connected {
+		return
+	}
+	if err := n.h.Network().ClosePeer(p); err != nil {
+		n.log.Debug("close connections to a silent member", "peer", p, "err", err)
 	}
 }
 

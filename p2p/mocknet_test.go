@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -68,6 +69,16 @@ func TestNodesOnMocknet(t *testing.T) {
 			if OwnerOf(ids, h) != ids[i] {
 				t.Fatalf("%s handled by non-owner", r.URL)
 			}
+		}
+	}
+	// Claims are signed with the mocknet host's (ECDSA) key.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, n := range nodes {
+		key := fmt.Appendf(nil, "mocknet-%d", i)
+		u := heldURL(t, ids, n.ID(), n.cfg.Replicas, "page")
+		if w, err := n.Claim(ctx, key, u); err != nil || w != u {
+			t.Fatalf("claim on mocknet: %q %v", w, err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,7 @@ type Node struct {
 	opts  options
 
 	h        host.Host
+	priv     crypto.PrivKey // signs claims
 	ownsHost bool
 	kad      *dht.IpfsDHT
 	ps       *pubsub.PubSub
@@ -93,12 +95,20 @@ type peerLimit struct {
 	lim            *rate.Limiter
 	throttledUntil time.Time
 	lastUsed       time.Time
+	// streams and urlStreams count the peer's inbound streams being
+	// handled now.
+	streams, urlStreams int
+	// urlTokens is the peer's URL record allowance (may be negative after
+	// a large batch), last refilled at urlRefill.
+	urlTokens float64
+	urlRefill time.Time
 }
 
 type counters struct {
 	urlsForwarded, urlsReceived, urlsReforwarded, urlsDropped, urlsInvalid atomic.Uint64
 	batchesSent, batchesReceived, forwardBytes, receivedBytes              atomic.Uint64
 	sendFailures, rejected, throttledMessages, throttleEvents              atomic.Uint64
+	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused      atomic.Uint64
 	maxHops                                                                atomic.Int64
 }
 
@@ -126,8 +136,20 @@ type Stats struct {
 	ThrottledMessages uint64
 	ThrottleEvents    uint64
 	ThrottledPeers    int
-	OutboxDepth       int
-	Members           int
+	// StreamsRefused counts inbound streams reset because their peer
+	// already had MaxStreamsPerPeer (or, for URL batches,
+	// maxURLStreamsPerPeer) open; StreamsTimedOut those reset after
+	// StreamIdleTimeout of silence.
+	StreamsRefused  uint64
+	StreamsTimedOut uint64
+	// URLBatchesRefused counts batches refused as busy because their
+	// sender exceeded PeerURLRate (the sender retries them).
+	URLBatchesRefused uint64
+	// ClaimsRefused counts claims refused because the claimant does not
+	// hold the host of the claimed URL.
+	ClaimsRefused uint64
+	OutboxDepth   int
+	Members       int
 }
 
 // New starts a node: host (unless WithHost), DHT, membership gossip,
@@ -167,7 +189,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 	n.protoURLs = protocol.ID(base + "/urls/1.0.0")
 	n.protoSearch = protocol.ID(base + "/search/1.0.0")
 	n.protoDeliver = protocol.ID(base + "/deliver/1.0.0")
-	n.protoClaim = protocol.ID(base + "/claim/1.0.0")
+	n.protoClaim = protocol.ID(base + "/claim/2.0.0")
 	n.topicName = "sou/" + cfg.Network + "/members/1"
 	// The node's goroutines live until Close, not until the caller's ctx
 	// (which may be a startup deadline).
@@ -268,6 +290,9 @@ func (n *Node) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInf
 func (n *Node) startRest(ctx context.Context) error {
 	if err := n.loadOutboxState(); err != nil {
 		return err
+	}
+	if n.priv = n.h.Peerstore().PrivKey(n.h.ID()); n.priv == nil {
+		n.log.Warn("the libp2p host has no private key in its peerstore: claims are disabled")
 	}
 	n.h.SetStreamHandler(n.protoURLs, n.streamHandler(n.handleURLs))
 	n.h.SetStreamHandler(n.protoSearch, n.streamHandler(n.handleSearch))
@@ -512,6 +537,10 @@ func (n *Node) Stats() Stats {
 		ThrottledMessages: n.st.throttledMessages.Load(),
 		ThrottleEvents:    n.st.throttleEvents.Load(),
 		ThrottledPeers:    throttled,
+		StreamsRefused:    n.st.streamsRefused.Load(),
+		StreamsTimedOut:   n.st.streamsTimedOut.Load(),
+		URLBatchesRefused: n.st.urlBatchesRefused.Load(),
+		ClaimsRefused:     n.st.claimsRefused.Load(),
 		OutboxDepth:       n.OutboxDepth(),
 		Members:           members,
 	}
@@ -590,11 +619,7 @@ func (n *Node) allow(p peer.ID) bool {
 	now := time.Now()
 	n.limMu.Lock()
 	defer n.limMu.Unlock()
-	l := n.limiters[p]
-	if l == nil {
-		l = &peerLimit{lim: rate.NewLimiter(n.cfg.PeerRate, n.cfg.PeerBurst)}
-		n.limiters[p] = l
-	}
+	l := n.limiterLocked(p)
 	l.lastUsed = now
 	if now.Before(l.throttledUntil) {
 		n.st.throttledMessages.Add(1)
@@ -615,11 +640,7 @@ func (n *Node) allow(p peer.ID) bool {
 func (n *Node) penalize(p peer.ID, why error) {
 	n.st.rejected.Add(1)
 	n.limMu.Lock()
-	l := n.limiters[p]
-	if l == nil {
-		l = &peerLimit{lim: rate.NewLimiter(n.cfg.PeerRate, n.cfg.PeerBurst)}
-		n.limiters[p] = l
-	}
+	l := n.limiterLocked(p)
 	l.lastUsed = time.Now()
 	l.throttledUntil = time.Now().Add(n.cfg.ThrottleFor)
 	n.limMu.Unlock()
@@ -627,11 +648,83 @@ func (n *Node) penalize(p peer.ID, why error) {
 	n.log.Warn("peer throttled for a malformed message", "peer", p, "err", why, "for", n.cfg.ThrottleFor)
 }
 
+// limiterLocked returns p's limits, creating them; limMu must be held.
+func (n *Node) limiterLocked(p peer.ID) *peerLimit {
+	l := n.limiters[p]
+	if l == nil {
+		l = &peerLimit{
+			lim:       rate.NewLimiter(n.cfg.PeerRate, n.cfg.PeerBurst),
+			urlTokens: float64(n.cfg.PeerURLBurst),
+			urlRefill: time.Now(),
+		}
+		n.limiters[p] = l
+	}
+	return l
+}
+
+// maxURLStreamsPerPeer caps concurrent URL batches from one peer: an
+// honest sender has one in flight (two when a lost ack overlaps a
+// resend), and each may inflate to MaxMessageBytes.
+const maxURLStreamsPerPeer = 4
+
+// acquireStream admits one more inbound stream from p unless p is at its
+// concurrency cap; releaseStream undoes it.
+func (n *Node) acquireStream(p peer.ID, urls bool) bool {
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiterLocked(p)
+	if l.streams >= n.cfg.MaxStreamsPerPeer || (urls && l.urlStreams >= maxURLStreamsPerPeer) {
+		n.st.streamsRefused.Add(1)
+		return false
+	}
+	l.streams++
+	if urls {
+		l.urlStreams++
+	}
+	return true
+}
+
+func (n *Node) releaseStream(p peer.ID, urls bool) {
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiterLocked(p)
+	l.streams--
+	if urls {
+		l.urlStreams--
+	}
+	l.lastUsed = time.Now()
+}
+
+// urlAllowance refills p's URL record allowance and reports whether it is
+// positive: a cheap check before a batch is inflated. takeURLs then
+// decides, atomically, with the batch's true size: while the allowance is
+// positive it is charged count records (possibly into debt, so that a
+// batch larger than the burst still gets through once), otherwise the
+// batch is refused. Concurrent batches cannot all slip past one positive
+// allowance.
+func (n *Node) urlAllowance(p peer.ID) bool { return n.takeURLs(p, 0) }
+
+func (n *Node) takeURLs(p peer.ID, count int) bool {
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiterLocked(p)
+	now := time.Now()
+	l.urlTokens = min(l.urlTokens+now.Sub(l.urlRefill).Seconds()*float64(n.cfg.PeerURLRate), float64(n.cfg.PeerURLBurst))
+	l.urlRefill = now
+	if l.urlTokens <= 0 {
+		return false
+	}
+	l.urlTokens -= float64(count)
+	return true
+}
+
 func (n *Node) pruneLimiters() {
 	cutoff := time.Now().Add(-10 * time.Minute)
 	n.limMu.Lock()
 	for p, l := range n.limiters {
-		if l.lastUsed.Before(cutoff) && time.Now().After(l.throttledUntil) {
+		// A debt of URL allowance (at most one batch) is long repaid after
+		// ten idle minutes, so forgetting the limiter forgives nothing.
+		if l.streams == 0 && l.lastUsed.Before(cutoff) && time.Now().After(l.throttledUntil) {
 			delete(n.limiters, p)
 		}
 	}
@@ -639,28 +732,37 @@ func (n *Node) pruneLimiters() {
 }
 
 // streamHandler wraps a request handler with the common discipline: rate
-// limit, deadline, one capped frame in, one frame out. A malformed request
-// resets the stream and is counted; a handler error is sent back as text.
+// limit, per-peer concurrency cap, idle timeout and deadline, one capped
+// frame in, one frame out. A malformed request resets the stream and is
+// counted; a handler error is sent back as text.
 func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg []byte) ([]byte, error)) network.StreamHandler {
 	return func(s network.Stream) {
 		from := s.Conn().RemotePeer()
+		urls := s.Protocol() == n.protoURLs
 		if !n.allow(from) {
 			_ = s.Reset()
 			return
 		}
+		if !n.acquireStream(from, urls) {
+			_ = s.Reset()
+			return
+		}
+		defer n.releaseStream(from, urls)
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
 		defer cancel()
 		stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 		defer stop()
-		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
-		msg, err := readFrame(bufio.NewReader(s), n.cfg.MaxMessageBytes)
+		msg, err := readFrame(bufio.NewReader(idleReader{s: s, idle: n.cfg.StreamIdleTimeout}), n.cfg.MaxMessageBytes)
 		if err != nil {
 			if errors.Is(err, errMalformed) {
 				n.penalize(from, err)
+			} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				n.st.streamsTimedOut.Add(1)
 			}
 			_ = s.Reset()
 			return
 		}
+		_ = s.SetReadDeadline(time.Time{})
 		resp, err := handle(ctx, from, msg)
 		var out []byte
 		switch {
@@ -687,6 +789,19 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 		}
 		_ = s.Close()
 	}
+}
+
+// idleReader moves the read deadline forward before every read, so a
+// stream is reset after idle of silence however long the whole request
+// takes to arrive (the handler's overall deadline bounds that).
+type idleReader struct {
+	s    network.Stream
+	idle time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	_ = r.s.SetReadDeadline(time.Now().Add(r.idle))
+	return r.s.Read(p)
 }
 
 // RemoteError is an error reported by the remote handler (as opposed to a

@@ -23,6 +23,10 @@ type URLRecord struct {
 	Hops       int
 }
 
+// errBusy refuses a URL batch from a peer over its allowance; the sender
+// retries it from its outbox after a backoff.
+var errBusy = errors.New("busy: URL rate limit, retry later")
+
 // ErrInvalidRecord marks records refused by Forward (too long, not UTF-8,
 // negative or non-finite cash...). The valid records of the same call are
 // still enqueued.
@@ -466,10 +470,24 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 // handleURLs receives a batch: records this node owns go to the handler,
 // the others move on greedily to the closest member it knows (which is
 // strictly closer to the host than this node, so forwarding cannot loop).
+//
+// A sender over its URL allowance (PeerURLRate) is told it is busy before
+// its batch is even inflated; it keeps the batch in its outbox and retries.
+// Records for hosts this node does not own are not taken on trust either
+// way: each goes to the owner by this node's view, at most MaxHops hops
+// from its origin, and counts against the sender's allowance like the rest.
 func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
+	if !n.urlAllowance(from) {
+		n.st.urlBatchesRefused.Add(1)
+		return nil, errBusy
+	}
 	recs, err := decodeURLBatch(msg, n.cfg.MaxMessageBytes)
 	if err != nil {
 		return nil, err
+	}
+	if !n.takeURLs(from, len(recs)) {
+		n.st.urlBatchesRefused.Add(1)
+		return nil, errBusy
 	}
 	n.st.batchesReceived.Add(1)
 	n.st.urlsReceived.Add(uint64(len(recs)))

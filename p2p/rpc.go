@@ -138,11 +138,29 @@ const claimPrefix = "p:c/"
 // (greedy, like URL forwarding) and returns the winning value: the first
 // one ever claimed there. Use it for global duplicate suppression: a
 // caller whose value is not the winner is the duplicate.
+//
+// value must be an absolute URL on a host this node holds (owns or
+// replicates): the claim is signed with the node's identity key, and every
+// node on its way refuses it (as a *RemoteError) unless the signer is among
+// the Replicas closest members to the URL's host by that node's view
+// (with the signer added, so that a member not yet heard of is judged
+// fairly). A peer cannot claim, and so suppress, pages on hosts honest
+// peers own.
 func (n *Node) Claim(ctx context.Context, key []byte, value string) (string, error) {
 	if len(key) == 0 || len(key) > maxClaimKeyBytes || len(value) > maxClaimValueBytes {
 		return "", fmt.Errorf("p2p: claim: key length %d or value length %d out of range", len(key), len(value))
 	}
-	return n.claim(ctx, claimRequest{Key: key, Value: value})
+	if _, err := hostOf(value); err != nil {
+		return "", fmt.Errorf("p2p: claim: value must be a URL: %w", err)
+	}
+	if n.priv == nil {
+		return "", errors.New("p2p: claim: the host has no private key to sign with")
+	}
+	c := claimRequest{Key: key, Value: value}
+	if err := signClaim(&c, n.cfg.Network, n.priv); err != nil {
+		return "", fmt.Errorf("p2p: claim: %w", err)
+	}
+	return n.claim(ctx, c)
 }
 
 func (n *Node) claim(ctx context.Context, c claimRequest) (string, error) {
@@ -174,10 +192,26 @@ func (n *Node) claim(ctx context.Context, c claimRequest) (string, error) {
 	return "", fmt.Errorf("p2p: claim at %s: %w", target, err)
 }
 
-func (n *Node) handleClaim(ctx context.Context, _ peer.ID, msg []byte) ([]byte, error) {
+// handleClaim checks a claim at every hop: signed by its origin, for a URL
+// whose host the origin holds by this node's view; then stores or
+// forwards it.
+func (n *Node) handleClaim(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
 	c, err := decodeClaim(msg)
 	if err != nil {
 		return nil, err
+	}
+	origin, err := claimOrigin(c, n.cfg.Network)
+	if err != nil {
+		return nil, err
+	}
+	host, err := hostOf(c.Value)
+	if err != nil {
+		return nil, malformed("claim value: %v", err)
+	}
+	if !n.Holds(origin, host) {
+		n.st.claimsRefused.Add(1)
+		n.log.Warn("claim refused: claimant does not hold the host", "origin", origin, "from", from, "host", host)
+		return nil, fmt.Errorf("claim refused: %s does not hold host %q", origin, host)
 	}
 	w, err := n.claim(ctx, c)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -25,17 +27,19 @@ import (
 const (
 	wireVersion = 1
 
-	maxURLBytes        = 8 << 10
-	maxAnchorBytes     = 1 << 10
-	maxSourceHostBytes = 300
-	maxBatchRecords    = 100_000
-	maxDepth           = 1 << 20
-	maxAddrs           = 64
-	maxAddrBytes       = 512
-	maxTopicBytes      = 128
-	maxClaimKeyBytes   = 1 << 10
-	maxClaimValueBytes = 8 << 10
-	maxErrorBytes      = 1 << 10
+	maxURLBytes         = 8 << 10
+	maxAnchorBytes      = 1 << 10
+	maxSourceHostBytes  = 300
+	maxBatchRecords     = 100_000
+	maxDepth            = 1 << 20
+	maxAddrs            = 64
+	maxAddrBytes        = 512
+	maxTopicBytes       = 128
+	maxClaimKeyBytes    = 1 << 10
+	maxClaimValueBytes  = 8 << 10
+	maxClaimPubKeyBytes = 1 << 10
+	maxClaimSigBytes    = 1 << 10
+	maxErrorBytes       = 1 << 10
 )
 
 var errMalformed = errors.New("malformed message")
@@ -54,7 +58,13 @@ func writeFrame(w io.Writer, payload []byte) error {
 	return nil
 }
 
-// readFrame reads one length-prefixed frame of at most max bytes.
+// frameChunk is the first allocation for a frame's body.
+const frameChunk = 4 << 10
+
+// readFrame reads one length-prefixed frame of at most max bytes. The
+// buffer grows as bytes arrive (doubling from frameChunk) instead of being
+// allocated at the announced length: a peer that announces a large frame
+// and sends nothing costs next to no memory.
 func readFrame(r *bufio.Reader, max int) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -63,9 +73,20 @@ func readFrame(r *bufio.Reader, max int) ([]byte, error) {
 	if n > uint64(max) {
 		return nil, malformed("frame of %d bytes exceeds cap %d", n, max)
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("read frame body: %w", err)
+	size := int(n)
+	buf := make([]byte, 0, min(size, frameChunk))
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(size-len(buf), cap(buf)))
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < size {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("read frame body: %w", err)
+		}
 	}
 	return buf, nil
 }
@@ -489,16 +510,24 @@ func decodeDeliver(b []byte) (topic string, payload []byte, err error) {
 
 // ---- claim ----------------------------------------------------------------------
 
+// A claim carries its origin's public key and signature over the network
+// name, key and value, so that every hop can check who claims (the sender
+// of a forwarded claim is only its forwarder) and that the origin holds
+// the host of the claimed URL.
 type claimRequest struct {
-	Hops  int
-	Key   []byte
-	Value string
+	Hops   int
+	Key    []byte
+	Value  string
+	PubKey []byte // origin's public key, libp2p protobuf encoding
+	Sig    []byte // origin's signature over claimSigningBytes
 }
 
 func encodeClaim(c claimRequest) []byte {
 	b := []byte{wireVersion, byte(c.Hops)}
 	b = appendLenBytes(b, c.Key)
 	b = appendLenBytes(b, []byte(c.Value))
+	b = appendLenBytes(b, c.PubKey)
+	b = appendLenBytes(b, c.Sig)
 	return b
 }
 
@@ -511,6 +540,8 @@ func decodeClaim(b []byte) (claimRequest, error) {
 	c.Hops = int(r.byte())
 	c.Key = r.lenBytes(maxClaimKeyBytes, "claim key")
 	c.Value = string(r.lenBytes(maxClaimValueBytes, "claim value"))
+	c.PubKey = r.lenBytes(maxClaimPubKeyBytes, "claim public key")
+	c.Sig = r.lenBytes(maxClaimSigBytes, "claim signature")
 	if err := r.done("claim"); err != nil {
 		return claimRequest{}, err
 	}
@@ -518,6 +549,47 @@ func decodeClaim(b []byte) (claimRequest, error) {
 		return claimRequest{}, malformed("empty claim key")
 	}
 	return c, nil
+}
+
+// claimSigningBytes is what a claim's origin signs: a domain separator,
+// the network (a claim is not valid in another network), key and value.
+func claimSigningBytes(network string, key []byte, value string) []byte {
+	b := []byte("sou/claim/1\x00")
+	b = appendLenBytes(b, []byte(network))
+	b = appendLenBytes(b, key)
+	return append(b, value...)
+}
+
+// signClaim fills in the origin's public key and signature.
+func signClaim(c *claimRequest, network string, priv crypto.PrivKey) error {
+	pub, err := crypto.MarshalPublicKey(priv.GetPublic())
+	if err != nil {
+		return fmt.Errorf("encode claim public key: %w", err)
+	}
+	sig, err := priv.Sign(claimSigningBytes(network, c.Key, c.Value))
+	if err != nil {
+		return fmt.Errorf("sign claim: %w", err)
+	}
+	c.PubKey, c.Sig = pub, sig
+	return nil
+}
+
+// claimOrigin checks a claim's signature and returns who signed it. A bad
+// key or signature is malformed: an honest node never sends one.
+func claimOrigin(c claimRequest, network string) (peer.ID, error) {
+	pub, err := crypto.UnmarshalPublicKey(c.PubKey)
+	if err != nil {
+		return "", malformed("claim public key: %v", err)
+	}
+	ok, err := pub.Verify(claimSigningBytes(network, c.Key, c.Value), c.Sig)
+	if err != nil || !ok {
+		return "", malformed("claim signature does not verify")
+	}
+	origin, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		return "", malformed("claim origin: %v", err)
+	}
+	return origin, nil
 }
 
 func newFlateWriter(w io.Writer) (*flate.Writer, error) {

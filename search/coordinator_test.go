@@ -383,6 +383,14 @@ func BenchmarkCoordinatorVsLocal(b *testing.B) {
 	})
 }
 
+var fuzzQuery = func() *Query {
+	q, err := ParseQuery("a search engine", index.SharedAnalyzer())
+	if err != nil {
+		panic(err)
+	}
+	return q
+}()
+
 func FuzzShardWire(f *testing.F) {
 	f.Add([]byte(`{"v":1,"q":"search engine","k":50}`))
 	f.Add([]byte(`{"v":1,"r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
@@ -391,8 +399,289 @@ func FuzzShardWire(f *testing.F) {
 		if q, k, err := decodeShardRequest(b); err == nil && (k < 1 || len(q) > MaxQueryBytes+256) {
 			t.Fatalf("accepted k=%d len(q)=%d", k, len(q))
 		}
-		if r, err := decodeShardResponse(b); err == nil && (r == nil || r.Stats.Docs < 0) {
+		r, err := decodeShardResponse(b)
+		if err == nil && (r == nil || r.Stats.Docs < 0) {
 			t.Fatalf("accepted %+v", r)
 		}
+		// Whatever decodes goes through the plausibility checks without
+		// panicking, and what they pass rescores to a finite score.
+		if err == nil && validateShardResult(r, fuzzQuery, 50) == nil {
+			global := &CollectionStats{DF: map[string]int64{}}
+			global.Add(&r.Stats)
+			for i := range r.Candidates {
+				if s := Score(DefaultParams(), global, fuzzQuery, &r.Candidates[i]); math.IsNaN(s) || math.IsInf(s, 0) {
+					t.Fatalf("plausible candidate scores %v: %+v", s, r.Candidates[i])
+				}
+			}
+		}
 	})
+}
+
+// sameAsReference checks a page of results against the reference's ranked
+// candidates: same URLs in the same order, same scores.
+func sameAsReference(t *testing.T, got []Result, want []Candidate) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d results, reference %d", len(got), len(want))
+	}
+	for i, r := range got {
+		w := want[i]
+		if r.URL != w.URL || math.Abs(r.Score-w.Score) > 1e-9*math.Max(1, math.Abs(w.Score)) {
+			t.Errorf("rank %d: %s %.12f, reference %s %.12f", i, r.URL, r.Score, w.URL, w.Score)
+		}
+	}
+}
+
+// A hostile shard inflates the statistics it sends so that its pages
+// would rank first. Each forgery is impossible for a real index, so the
+// whole answer is refused and reported, and the results are exactly those
+// of the honest shards (a single index over their pages).
+func TestForgedShardStatisticsAreRejected(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	var docs []*index.Document
+	for i := 0; i < 240; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	place := func(i int) int { return (i % 17) % 3 }
+	const forger = "m2"
+	coords, trs, ref := networkRef(t, 3, docs, place, func(i int) bool { return place(i) != 2 })
+	forgerURLs := map[string]bool{}
+	for i, d := range docs {
+		if place(i) == 2 {
+			forgerURLs[d.URL] = true
+		}
+	}
+	inflateTF := func(r *ShardResult) {
+		for i := range r.Candidates {
+			for term, tf := range r.Candidates[i].TF {
+				for f := range tf {
+					tf[f] = tf[f]*1000 + 50
+				}
+				r.Candidates[i].TF[term] = tf
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		forge func(*ShardResult)
+	}{
+		{"tf beyond the field length", inflateTF},
+		{"tiny field lengths", func(r *ShardResult) {
+			for i := range r.Candidates {
+				r.Candidates[i].FieldLen = [index.NumFields]uint32{1, 1, 1, 1}
+			}
+		}},
+		{"df beyond the document count", func(r *ShardResult) {
+			for term := range r.Stats.DF {
+				r.Stats.DF[term] = r.Stats.Docs*10 + 100
+			}
+		}},
+		{"negative field length sum", func(r *ShardResult) { r.Stats.FieldLenSum[2] = -1 }},
+		{"absurd field length", func(r *ShardResult) {
+			for i := range r.Candidates {
+				r.Candidates[i].FieldLen[2] = 1 << 31
+			}
+		}},
+		{"absurd document count", func(r *ShardResult) { r.Stats.Docs = 1 << 62 }},
+		{"more candidates than asked", func(r *ShardResult) {
+			for len(r.Candidates) <= 10+DefaultCoordinatorConfig().ShardK {
+				c := r.Candidates[0]
+				c.URL = fmt.Sprintf("%s?copy=%d", c.URL, len(r.Candidates))
+				r.Candidates = append(r.Candidates, c)
+			}
+		}},
+		{"statistics for terms not asked", func(r *ShardResult) {
+			for i := range r.Candidates {
+				r.Candidates[i].TF["zzz-not-asked"] = [index.NumFields]uint32{1, 0, 0, 0}
+			}
+		}},
+		{"more candidates with the term than its df", func(r *ShardResult) {
+			for term := range r.Stats.DF {
+				r.Stats.DF[term] = 0
+			}
+		}},
+		{"total beyond the document count", func(r *ShardResult) { r.Total = r.Stats.Docs * 100 }},
+		{"negative static rank", func(r *ShardResult) { r.Candidates[0].StaticRank = -1e9 }},
+		{"host that is not the URL's", func(r *ShardResult) { r.Candidates[0].Host = "elsewhere.test" }},
+		{"same URL twice", func(r *ShardResult) { r.Candidates = append(r.Candidates, r.Candidates[0]) }},
+	}
+	ctx := context.Background()
+	const query = "search engine"
+	pq, err := ParseQuery(query, index.SharedAnalyzer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Search(ctx, pq, 10, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			coords[0].Invalidate()
+			trs[0].forge[forger] = tc.forge
+			defer delete(trs[0].forge, forger)
+			resp, err := coords[0].Search(ctx, Request{Query: query, N: 10, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cov := resp.Coverage
+			if cov.Complete || cov.Answered != 2 || cov.Failed != 1 {
+				t.Fatalf("coverage %+v, want the forger failed", cov)
+			}
+			for _, s := range cov.Shards {
+				if s.Member == forger && (s.State != "failed" || !strings.Contains(s.Error, "implausible")) {
+					t.Fatalf("forger's status %+v, want failed as implausible", s)
+				}
+			}
+			for _, r := range resp.Results {
+				if forgerURLs[r.URL] {
+					t.Fatalf("forged page %s merged", r.URL)
+				}
+			}
+			sameAsReference(t, resp.Results, want.Candidates)
+			if again, _ := coords[0].Search(ctx, Request{Query: query, N: 10, Timeout: 5 * time.Second}); again == nil || again.Cached {
+				t.Fatal("an answer with a refused shard was cached")
+			}
+		})
+	}
+}
+
+// The score a shard sends is ignored: a shard that claims a huge score for
+// its pages with true statistics changes nothing.
+func TestForgedScoreIsIgnored(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	var docs []*index.Document
+	for i := 0; i < 120; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	coords, trs, ref := network(t, 3, docs, func(i int) int { return (i % 17) % 3 })
+	trs[0].forge["m2"] = func(r *ShardResult) {
+		for i := range r.Candidates {
+			r.Candidates[i].Score = 1e300
+		}
+	}
+	pq, _ := ParseQuery("crawler", index.SharedAnalyzer())
+	want, err := ref.Search(context.Background(), pq, 10, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := coords[0].Search(context.Background(), Request{Query: "crawler", N: 10, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Coverage.Complete {
+		t.Fatalf("coverage %+v", resp.Coverage)
+	}
+	sameAsReference(t, resp.Results, want.Candidates)
+}
+
+// A shard injects results for hosts another member holds (its own pages
+// relabelled, with plausible statistics). They are dropped and counted;
+// the rest of its answer counts, and every result is the reference's.
+func TestResultsForHostsAShardDoesNotHoldAreDropped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	var docs []*index.Document
+	for i := 0; i < 240; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	place := func(i int) int { return (i % 17) % 3 }
+	coords, trs, ref := network(t, 3, docs, place)
+	holders := map[string]string{}
+	forgerURLs := map[string]bool{}
+	for i, d := range docs {
+		holders[d.Host] = fmt.Sprintf("m%d", place(i))
+		if place(i) == 2 {
+			forgerURLs[d.URL] = true
+		}
+	}
+	trs[0].holders = holders
+	// Every second candidate of m2 moves to host h0.sim.test, held by m0.
+	injected := 0
+	trs[0].forge["m2"] = func(r *ShardResult) {
+		injected = 0
+		for i := range r.Candidates {
+			if i%2 == 0 {
+				c := &r.Candidates[i]
+				c.URL = strings.Replace(c.URL, c.Host, "h0.sim.test", 1)
+				c.Host = "h0.sim.test"
+				injected++
+			}
+		}
+	}
+	const query = "index"
+	pq, _ := ParseQuery(query, index.SharedAnalyzer())
+	all, err := ref.Search(context.Background(), pq, 1000, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := coords[0].Search(context.Background(), Request{Query: query, N: 10, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cov := resp.Coverage
+	if cov.Answered != 3 || injected == 0 || cov.Dropped != injected {
+		t.Fatalf("coverage %+v, %d injected", cov, injected)
+	}
+	// The reference without the pages m2 relabelled (every second of its
+	// candidates, in its own rank order) and without anything it injected.
+	var m2Rank []string
+	for _, c := range all.Candidates {
+		if forgerURLs[c.URL] {
+			m2Rank = append(m2Rank, c.URL)
+		}
+	}
+	relabelled := map[string]bool{}
+	for i, u := range m2Rank {
+		if i%2 == 0 && i < 10+DefaultCoordinatorConfig().ShardK {
+			relabelled[u] = true
+		}
+	}
+	var want []Candidate
+	for _, c := range all.Candidates {
+		if !relabelled[c.URL] && len(want) < 10 {
+			want = append(want, c)
+		}
+	}
+	for _, r := range resp.Results {
+		if holders[r.Host] != r.Shard {
+			t.Fatalf("%s answered by %s, held by %s", r.URL, r.Shard, holders[r.Host])
+		}
+	}
+	sameAsReference(t, resp.Results, want)
+}
+
+// A shard that answers only after the deadline (ignoring it) is never
+// merged, even when its answer and the deadline arrive together.
+func TestLateAnswerAfterDeadlineIsIgnored(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	var docs []*index.Document
+	for i := 0; i < 60; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	place := func(i int) int { return i % 3 }
+	coords, trs, _ := network(t, 3, docs, place)
+	lateURLs := map[string]bool{}
+	for i, d := range docs {
+		if place(i) == 1 {
+			lateURLs[d.URL] = true
+		}
+	}
+	trs[0].late["m1"] = true
+	for round := 0; round < 20; round++ {
+		coords[0].Invalidate()
+		resp, err := coords[0].Search(context.Background(), Request{Query: "search", N: 10, Timeout: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.Coverage.Shards {
+			if s.Member == "m1" && s.State != "timeout" {
+				t.Fatalf("round %d: late shard's status %+v", round, s)
+			}
+		}
+		for _, r := range resp.Results {
+			if lateURLs[r.URL] {
+				t.Fatalf("round %d: late answer merged (%s)", round, r.URL)
+			}
+		}
+	}
 }
