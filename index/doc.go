@@ -61,28 +61,68 @@
 // separated by gaps so phrases do not cross them). The last block of a term
 // (under the 0xFFFFFFFF key) carries DF and the term-level bounds; a query
 // reads a term's blocks as bytes (without the positions section unless the
-// term is in a phrase), decodes docIDs/TFs of a block only when entered, and skips blocks by their last
-// docID and score bound (block-max). Postings are built in memory and
-// flushed every FlushDocs documents or FlushInterval by a background
-// goroutine ("lazy merge"): a flush rewrites each touched term's partial tail
-// block with the new postings (dropping tombstoned docs on the way) and
-// appends full blocks. Tombstoned postings in full blocks stay until a
-// future compaction (not implemented); queries filter them by the bitset.
+// term is in a phrase), decodes docIDs/TFs of a block only when entered,
+// and skips blocks by their last docID and score bound (block-max).
+//
+// # Indexing path
+//
+// Put analyzes the page on the caller's goroutine (pooled scratch: one
+// map and a few slices reused per page), groups each term's positions and
+// encodes them, then, under the writer lock, appends them to the pending
+// index: an in-memory inverted index of the pages stored since the last
+// flush, one varint byte buffer per term (docID gap, field mask, TFs,
+// position gaps; about 4 bytes per posting, a tenth of the per-page term
+// lists it replaced). Postings are flushed every FlushDocs documents, at
+// FlushBytes of buffered postings, or every FlushInterval, by a
+// background goroutine ("lazy merge"): a flush rewrites each touched
+// term's partial tail block with the new postings (dropping tombstoned
+// docs on the way) and appends full blocks. Tombstoned postings in full
+// blocks stay until a future compaction (not implemented); queries filter
+// them by the bitset.
+//
+// A flush sorts the pending terms, cuts them into chunks that up to
+// GOMAXPROCS (at most 4) workers encode in parallel, and writes the chunks
+// in order from one goroutine, in transactions of at most 1 MiB (and
+// three quarters of Badger's MaxBatchSize/MaxBatchCount), committing one
+// while building the next. Small commits matter: every new Badger
+// transaction (a query's, a Put's) waits for the commits in flight, and
+// the old single flush transaction of many megabytes stalled them all. The tail blocks of recently
+// flushed terms are kept in a cache (LRU, TailCacheBytes, default 16 MiB)
+// so that a frequent term's tail is not read back from Badger; an entry is
+// set only after its transaction committed, and the cache is dropped when
+// a flush fails, so Badger stays the truth.
+//
+// There is no on-disk format change from the single-transaction flush
+// (a test checks that every configuration writes the same bytes); there
+// is no deployed data to migrate in any case.
 //
 // # Consistency
 //
 // Every change is one Badger transaction that carries the state it changes:
 // Put writes the page record, URL and host keys, the old doc's tombstone and
-// removal, and i:m:alloc together; a flush writes the postings of a batch,
-// each live doc's i:l: key and i:m:flush (watermark = every docID below has
-// postings) together; Delete removes a doc's keys (including i:l:) and writes
-// its tombstone together. N and the field length sums are not stored: they
-// are recomputed on Open from the i:l: keys, which appear with the postings
-// and disappear with the doc, so statistics, postings and page store agree
-// after a kill -9 at any instant. Docs at or above the watermark (stored but
-// not flushed) are re-analyzed from the page store on Open and flushed
-// before Open returns. A flush too big for one transaction is split into
-// halves, each committed with its own watermark. A doc deleted while its
-// batch is being flushed gets no i:l: key (the flush commits under the writer
-// lock after checking tombstones).
+// removal, and i:m:alloc together; Delete removes a doc's keys (including
+// i:l:) and writes its tombstone together; a flush (below) writes postings,
+// then each live doc's i:l: key with i:m:flush (watermark = every docID
+// below has postings). N and the field length sums are not stored: they
+// are recomputed on Open from the i:l: keys, which appear after the
+// postings and disappear with the doc, so statistics, postings and page
+// store agree after a kill -9 at any instant. Docs at or above the
+// watermark (stored but not flushed) are re-analyzed from the page store on
+// Open and flushed before Open returns.
+//
+// A flush commits postings in several transactions, each holding whole
+// term updates (a term's new full blocks and its new tail together; a term
+// with more new postings than a quarter of a transaction is updated in
+// chunks of docs, each a whole update), and each also writing i:m:flush
+// with the unchanged watermark and the exact term and byte counts so far.
+// Then the live docs' i:l: keys and the new watermark are committed under
+// the writer lock (after checking tombstones: a doc deleted during the
+// flush gets no i:l: key), in more than one transaction only if Badger's
+// limits require, each moving the watermark to its first doc not yet
+// written. If a flush stops between transactions (error or crash), some
+// terms already hold docs at or above the watermark: the next flush of
+// those docs skips, per term, every doc not above the term's tail's last
+// docID, so no posting is lost or doubled. Queries in the meantime do not
+// see those docs (Live is false at or above the watermark), though a
+// term's DF may already count them.
 package index

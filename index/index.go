@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -31,11 +32,20 @@ type Options struct {
 	FlushInterval time.Duration // a non-empty buffer is flushed at least this often (0 = only by FlushDocs/Flush)
 	MaxBodyBytes  int           // body text stored and indexed per page
 	MaxRawBytes   int           // raw bytes stored per page (the cached copy)
+	// FlushBytes also starts a flush when the buffered postings reach
+	// this much memory (0 = default; it bounds memory on pages with huge
+	// bodies, where FlushDocs alone would not).
+	FlushBytes int
+	// TailCacheBytes bounds the cache of terms' tail blocks that spares
+	// flushes a read per frequent term (0 = default, negative = off).
+	TailCacheBytes int
 }
 
-// DefaultOptions suits a crawler node: flush every 2,000 pages or second.
+// DefaultOptions suits a crawler node: flush every 2,000 pages or second,
+// or at 64 MiB of buffered postings; 16 MiB of tail-block cache.
 func DefaultOptions() Options {
-	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20}
+	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20,
+		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20}
 }
 
 // Stats describes the shard.
@@ -49,20 +59,6 @@ type Stats struct {
 	NextDocID     uint32 // docIDs allocated so far
 }
 
-// docTerms is one analyzed document waiting for a flush.
-type docTerms struct {
-	id    uint32
-	meta  docMeta
-	terms []docTerm
-	dead  bool
-}
-
-type docTerm struct {
-	term string
-	tf   [NumFields]uint32
-	pos  []uint32
-}
-
 // Index is one node's shard: page store and positional postings in the
 // node's Badger under "i:".
 type Index struct {
@@ -73,15 +69,22 @@ type Index struct {
 	enc *zstd.Encoder
 	dec *zstd.Decoder
 
-	flushMu   sync.Mutex // serializes flushes; taken before mu, never after
-	mu        sync.Mutex // serializes page-store writers; guards st, pending, reindex
-	kick      chan struct{}
-	st        state
-	pending   []*docTerms
-	pendingBy map[uint32]*docTerms
-	reindex   map[string]struct{}
-	closed    bool
-	splits    int // flushes split because a batch exceeded one Badger transaction
+	flushMu sync.Mutex // serializes flushes; taken before mu, never after
+	mu      sync.Mutex // serializes page-store writers; guards st, pending, reindex
+	kick    chan struct{}
+	st      state
+	pending *pendingIndex // nil when empty
+	// pendingHint sizes the next pending index (terms of the last batch).
+	pendingHint int
+	reindex     map[string]struct{}
+	closed      bool
+	splits      int        // flushes written in more than one Badger transaction
+	tails       *tailCache // flusher only (under flushMu)
+	docPool     sync.Pool  // *docPostings scratch for analysis
+	recBufs     sync.Pool  // *[]byte buffers for decompressing page records
+	// commitHook, when set (tests only), runs before each postings
+	// commit of a flush; an error fails that commit, as a disk error would.
+	commitHook func(commits int) error
 
 	metaMu sync.RWMutex // guards metas growth, deleted growth, pub, hosts
 	hosts  map[string]*hostAgg
@@ -114,6 +117,12 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if opts.MaxRawBytes <= 0 {
 		opts.MaxRawBytes = def.MaxRawBytes
 	}
+	if opts.FlushBytes <= 0 {
+		opts.FlushBytes = def.FlushBytes
+	}
+	if opts.TailCacheBytes == 0 {
+		opts.TailCacheBytes = def.TailCacheBytes
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -127,8 +136,11 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	ix := &Index{
 		db: db, opt: opts, log: log, an: SharedAnalyzer(), enc: enc, dec: dec,
-		pendingBy: map[uint32]*docTerms{}, reindex: map[string]struct{}{}, hosts: map[string]*hostAgg{},
+		reindex: map[string]struct{}{}, hosts: map[string]*hostAgg{},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+	}
+	if opts.TailCacheBytes > 0 {
+		ix.tails = newTailCache(opts.TailCacheBytes)
 	}
 	if err := ix.load(); err != nil {
 		return nil, err
@@ -212,14 +224,16 @@ func (ix *Index) load() error {
 		if err != nil {
 			return fmt.Errorf("index: recover doc %d: %w", id, err)
 		}
-		dt := ix.analyzeDoc(&rec.Document, rec.Anchors)
-		dt.id = id
-		ix.metas[id] = dt.meta
-		ix.maxStatic = max(ix.maxStatic, dt.meta.static)
-		ix.pending = append(ix.pending, dt)
-		ix.pendingBy[id] = dt
+		dp := ix.analyzeDoc(&rec.Document, rec.Anchors)
+		ix.metas[id] = dp.meta
+		ix.maxStatic = max(ix.maxStatic, dp.meta.static)
+		if ix.pending == nil {
+			ix.pending = newPendingIndex(ix.pendingHint)
+		}
+		ix.pending.add(id, dp)
+		ix.releaseDoc(dp)
 	}
-	if n := len(ix.pending); n > 0 {
+	if n := ix.pendingDocs(); n > 0 {
 		ix.log.Info("index: re-indexing documents not flushed before shutdown", "docs", n)
 	}
 	ix.publish()
@@ -262,8 +276,10 @@ func (ix *Index) Close() error {
 	ix.flushMu.Lock()
 	err := ix.flushOnce(context.Background())
 	ix.flushMu.Unlock()
-	ix.enc.Close()
-	ix.dec.Close()
+	// The zstd encoder and decoder are not closed: used through
+	// EncodeAll/DecodeAll only, they run no goroutines, and a reader (a
+	// late query) or a Put racing with Close may still use them; the GC
+	// reclaims them with the Index.
 	if err != nil {
 		return fmt.Errorf("index: close: %w", err)
 	}
@@ -278,11 +294,20 @@ func (ix *Index) isDeleted(id uint32) bool {
 	return w < len(ix.deleted) && ix.deleted[w].Load()&(1<<(id%64)) != 0
 }
 
+// pendingDocs is the number of stored documents whose postings are
+// buffered. Callers hold ix.mu.
+func (ix *Index) pendingDocs() int {
+	if ix.pending == nil {
+		return 0
+	}
+	return len(ix.pending.docs)
+}
+
 // publish copies the writer state for readers. Callers hold ix.mu.
 func (ix *Index) publish() {
 	ix.metaMu.Lock()
 	ix.pub = ix.st
-	ix.pubPend = len(ix.pending)
+	ix.pubPend = ix.pendingDocs()
 	ix.metaMu.Unlock()
 }
 
@@ -317,31 +342,25 @@ func urlText(u string) string {
 // that a phrase never matches across them.
 const fieldGap = 16
 
-// analyzeDoc turns a document into per-term field TFs and positions.
-func (ix *Index) analyzeDoc(d *Document, anchors []string) *docTerms {
-	dt := &docTerms{meta: docMeta{static: sanitizeRank(d.StaticRank), host: d.Host}}
-	idx := make(map[string]int32, 256)
+// analyzeDoc turns a document into per-term field TFs and positions. The
+// result is pooled scratch: hand it back with releaseDoc.
+func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
+	dp, _ := ix.docPool.Get().(*docPostings)
+	if dp == nil {
+		dp = &docPostings{idx: make(map[string]int32, 256)}
+	}
+	dp.meta = docMeta{static: sanitizeRank(d.StaticRank), host: d.Host}
 	base := uint32(0)
-	add := func(field int, text string) {
-		maxPos := -1
-		ix.an.run(text, false, false, func(t span) {
-			p := base + uint32(t.pos)
-			i, ok := idx[t.term]
-			if !ok {
-				term := strings.Clone(t.term)
-				i = int32(len(dt.terms))
-				idx[term] = i
-				dt.terms = append(dt.terms, docTerm{term: term})
-			}
-			e := &dt.terms[i]
-			if n := len(e.pos); n > 0 && e.pos[n-1] == p {
-				return
-			}
-			e.pos = append(e.pos, p)
-			e.tf[field]++
-			dt.meta.lens[field]++
+	var field int
+	maxPos := -1
+	emit := func(t span) {
+		if dp.token(t.term, field, base+uint32(t.pos)) {
 			maxPos = max(maxPos, t.pos)
-		})
+		}
+	}
+	add := func(f int, text string) {
+		field, maxPos = f, -1
+		ix.an.run(text, false, false, emit)
 		base += uint32(maxPos+1) + fieldGap
 	}
 	add(FieldTitle, d.Title)
@@ -353,7 +372,18 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docTerms {
 	}
 	add(FieldBody, d.Body)
 	add(FieldURL, urlText(d.URL))
-	return dt
+	dp.encode()
+	return dp
+}
+
+// releaseDoc returns analysis scratch to the pool (not if a huge page made
+// it large: the pool would keep that memory).
+func (ix *Index) releaseDoc(dp *docPostings) {
+	if cap(dp.enc) > 1<<20 || cap(dp.occPos) > 1<<18 {
+		return
+	}
+	dp.reset()
+	ix.docPool.Put(dp)
 }
 
 func sanitizeRank(r float64) float64 {
@@ -412,38 +442,120 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c, err := ix.validate(d)
+	p, err := ix.prepare(d)
 	if err != nil {
 		return err
+	}
+	defer ix.releaseDoc(p.dp)
+	return ix.store(ctx, p)
+}
+
+// PutBatch stores docs as that many Puts in order would, but analyzes and
+// compresses them on up to GOMAXPROCS goroutines (segmentation is most of
+// a Put's cost), for callers that hold many pages at once (replication,
+// handoff, bulk loads). It stops at the first error; the docs before it
+// are stored.
+func (ix *Index) PutBatch(ctx context.Context, docs []*Document) error {
+	workers := min(runtime.GOMAXPROCS(0), len(docs))
+	if workers <= 1 {
+		for _, d := range docs {
+			if err := ix.Put(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A window of prepared docs at a time bounds the memory held.
+	window := 8 * workers
+	prepared := make([]*preparedDoc, window)
+	errs := make([]error, window)
+	for lo := 0; lo < len(docs); lo += window {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		part := docs[lo:min(lo+window, len(docs))]
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(part) {
+						return
+					}
+					prepared[i], errs[i] = ix.prepare(part[i])
+				}
+			})
+		}
+		wg.Wait()
+		var err error
+		for i := range part {
+			if err == nil {
+				err = errs[i]
+			}
+			if err == nil {
+				err = ix.store(ctx, prepared[i])
+			}
+			if prepared[i] != nil {
+				ix.releaseDoc(prepared[i].dp)
+			}
+			prepared[i], errs[i] = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preparedDoc is a validated, analyzed and compressed page ready to store.
+type preparedDoc struct {
+	doc      *Document
+	dp       *docPostings
+	rec, raw []byte
+}
+
+// prepare does the expensive part of a Put (segmentation, compression),
+// which needs no lock.
+func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
+	c, err := ix.validate(d)
+	if err != nil {
+		return nil, err
 	}
 	anchors, err := ix.loadAnchors(c.URL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The expensive work (segmentation, compression) runs outside the lock.
-	dt := ix.analyzeDoc(c, anchors)
-	rec := ix.enc.EncodeAll(encodeRecord(c), nil)
-	var raw []byte
+	p := &preparedDoc{doc: c, dp: ix.analyzeDoc(c, anchors), rec: ix.enc.EncodeAll(encodeRecord(c), nil)}
 	if len(c.Raw) > 0 {
-		raw = ix.enc.EncodeAll(c.Raw, nil)
+		p.raw = ix.enc.EncodeAll(c.Raw, nil)
 	}
+	return p, nil
+}
+
+// store commits a prepared page and starts (or, when the flusher is far
+// behind, runs) a flush.
+func (ix *Index) store(ctx context.Context, p *preparedDoc) error {
 	ix.mu.Lock()
 	if ix.closed {
 		ix.mu.Unlock()
 		return ErrClosed
 	}
-	err = ix.putLocked(c.URL, c.Host, dt, rec, raw)
-	pending := len(ix.pending)
+	err := ix.putLocked(p.doc.URL, p.doc.Host, p.dp, p.rec, p.raw)
+	pending, pendBytes := ix.pendingDocs(), 0
+	if ix.pending != nil {
+		pendBytes = ix.pending.bytes
+	}
 	ix.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	switch {
-	case pending >= 4*ix.opt.FlushDocs:
+	case pending >= 4*ix.opt.FlushDocs || pendBytes >= 2*ix.opt.FlushBytes:
 		// The background flusher is not keeping up: flush here (back
 		// pressure on the crawler rather than unbounded memory).
 		return ix.Flush(ctx)
-	case pending >= ix.opt.FlushDocs:
+	case pending >= ix.opt.FlushDocs || pendBytes >= ix.opt.FlushBytes:
 		select {
 		case ix.kick <- struct{}{}:
 		default:
@@ -520,21 +632,16 @@ func (ix *Index) markDeleted(id uint32) {
 		ix.hostAdd(&ix.metas[id], -1)
 		ix.metaMu.Unlock()
 	}
-	ix.deleted[id/64].Or(1 << (id % 64))
-	if dt := ix.pendingBy[id]; dt != nil {
-		dt.dead = true
-		delete(ix.pendingBy, id)
-	}
+	ix.deleted[id/64].Or(1 << (id % 64)) // a pending doc's postings are dropped by the flush
 }
 
-func (ix *Index) putLocked(u, host string, dt *docTerms, rec, raw []byte) error {
+func (ix *Index) putLocked(u, host string, dp *docPostings, rec, raw []byte) error {
 	ns := ix.st
 	id := ns.NextDoc
 	if id == math.MaxUint32 {
 		return errors.New("index: docID space exhausted")
 	}
 	ns.NextDoc++
-	dt.id = id
 	txn := ix.db.NewTransaction(true)
 	defer txn.Discard()
 	old, hasOld, err := getDocID(txn, u)
@@ -570,8 +677,8 @@ func (ix *Index) putLocked(u, host string, dt *docTerms, rec, raw []byte) error 
 	}
 	delete(ix.reindex, u)
 	ix.metaMu.Lock()
-	ix.metas = append(ix.metas, dt.meta)
-	ix.maxStatic = max(ix.maxStatic, dt.meta.static)
+	ix.metas = append(ix.metas, dp.meta)
+	ix.maxStatic = max(ix.maxStatic, dp.meta.static)
 	if need := int(id/64) + 1; need > len(ix.deleted) {
 		grown := make([]atomic.Uint64, need*2)
 		for i := range ix.deleted {
@@ -584,8 +691,10 @@ func (ix *Index) putLocked(u, host string, dt *docTerms, rec, raw []byte) error 
 		ix.markDeleted(old)
 	}
 	ix.st = ns
-	ix.pending = append(ix.pending, dt)
-	ix.pendingBy[id] = dt
+	if ix.pending == nil {
+		ix.pending = newPendingIndex(ix.pendingHint)
+	}
+	ix.pending.add(id, dp)
 	ix.publish()
 	return nil
 }
@@ -697,69 +806,6 @@ func (ix *Index) Flush(ctx context.Context) error {
 	return ix.flushOnce(ctx)
 }
 
-// flushOnce takes the pending batch and writes its postings. Puts and
-// queries go on meanwhile: the postings are built and staged without ix.mu,
-// which is taken only to commit. Callers hold flushMu.
-func (ix *Index) flushOnce(ctx context.Context) error {
-	ix.mu.Lock()
-	// Pages whose anchor field changed are re-put from the page store.
-	for u := range ix.reindex {
-		if err := ctx.Err(); err != nil {
-			ix.mu.Unlock()
-			return err
-		}
-		if err := ix.reindexLocked(u); err != nil {
-			ix.mu.Unlock()
-			return err
-		}
-	}
-	batch := make([]*docTerms, 0, len(ix.pending))
-	for _, dt := range ix.pending {
-		if !dt.dead {
-			batch = append(batch, dt)
-		}
-	}
-	end, flushed := ix.st.NextDoc, ix.st.Flushed
-	ix.pending = nil
-	clear(ix.pendingBy)
-	snap := flushSnapshot{metas: ix.metas, deleted: ix.deleted}
-	ix.mu.Unlock()
-	if len(batch) == 0 && flushed == end {
-		return nil
-	}
-	start := time.Now()
-	if err := ix.flushRange(ctx, batch, end, &snap); err != nil {
-		// Keep the unflushed docs pending (flushRange commits in order, so
-		// they are the tail of the batch).
-		ix.mu.Lock()
-		var back []*docTerms
-		for _, dt := range batch {
-			if dt.id >= ix.st.Flushed && !ix.isDeleted(dt.id) {
-				back = append(back, dt)
-				ix.pendingBy[dt.id] = dt
-			}
-		}
-		ix.pending = append(back, ix.pending...)
-		ix.publish()
-		ix.mu.Unlock()
-		return err
-	}
-	ix.log.Debug("index: flushed", "docs", len(batch), "took", time.Since(start))
-	return nil
-}
-
-// flushSnapshot is the per-doc data a flush reads without ix.mu: elements
-// below the batch's end never change once set.
-type flushSnapshot struct {
-	metas   []docMeta
-	deleted []atomic.Uint64
-}
-
-func (f *flushSnapshot) isDeleted(id uint32) bool {
-	w := int(id / 64)
-	return w < len(f.deleted) && f.deleted[w].Load()&(1<<(id%64)) != 0
-}
-
 func (ix *Index) reindexLocked(u string) error {
 	var rec *PageRecord
 	err := ix.db.View(func(txn *badger.Txn) error {
@@ -777,179 +823,13 @@ func (ix *Index) reindexLocked(u string) error {
 		delete(ix.reindex, u)
 		return ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + u)) })
 	}
-	dt := ix.analyzeDoc(&rec.Document, rec.Anchors)
+	dp := ix.analyzeDoc(&rec.Document, rec.Anchors)
+	defer ix.releaseDoc(dp)
 	var raw []byte
 	if len(rec.Raw) > 0 {
 		raw = ix.enc.EncodeAll(rec.Raw, nil)
 	}
-	return ix.putLocked(u, rec.Host, dt, ix.enc.EncodeAll(encodeRecord(&rec.Document), nil), raw)
-}
-
-// flushRange writes docs' postings and advances the watermark to end in one
-// transaction; a batch too big for one Badger transaction is split in two,
-// each half atomic on its own (the watermark moves past the first half only
-// when its postings are committed).
-func (ix *Index) flushRange(ctx context.Context, docs []*docTerms, end uint32, snap *flushSnapshot) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err := ix.flushTxn(docs, end, snap)
-	if errors.Is(err, badger.ErrTxnTooBig) && len(docs) > 1 {
-		mid := len(docs) / 2
-		ix.splits++
-		if err := ix.flushRange(ctx, docs[:mid], docs[mid].id, snap); err != nil {
-			return err
-		}
-		return ix.flushRange(ctx, docs[mid:], end, snap)
-	}
-	if err != nil {
-		return fmt.Errorf("index: flush %d docs: %w", len(docs), err)
-	}
-	return nil
-}
-
-func mergeBounds(maxTF, minLen *[NumFields]uint32, tf, lens [NumFields]uint32) {
-	for f := range NumFields {
-		if tf[f] == 0 {
-			continue
-		}
-		maxTF[f] = max(maxTF[f], tf[f])
-		if minLen[f] == 0 || lens[f] < minLen[f] {
-			minLen[f] = lens[f]
-		}
-	}
-}
-
-func (ix *Index) flushTxn(docs []*docTerms, end uint32, snap *flushSnapshot) error {
-	nterms := 0
-	for _, dt := range docs {
-		nterms += len(dt.terms)
-	}
-	lists := make(map[string]*postingList, nterms/4+16)
-	for _, dt := range docs {
-		for i := range dt.terms {
-			t := &dt.terms[i]
-			pl := lists[t.term]
-			if pl == nil {
-				pl = &postingList{}
-				lists[t.term] = pl
-			}
-			pl.add(dt.id, t.tf, t.pos)
-		}
-	}
-	terms := make([]string, 0, len(lists))
-	for t := range lists {
-		terms = append(terms, t)
-	}
-	slices.Sort(terms)
-	lensOf := func(id uint32) [NumFields]uint32 { return snap.metas[id].lens }
-
-	var dTerms, dPost int64
-	txn := ix.db.NewTransaction(true)
-	defer txn.Discard()
-	var merged postingList
-	var db decodedBlock
-	for _, term := range terms {
-		fresh := lists[term]
-		tk := blockKey(nil, term, tailKey)
-		var cum BlockHeader
-		merged.reset()
-		item, err := txn.Get(tk)
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
-			dTerms++
-		case err != nil:
-			return err
-		default:
-			val, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			if _, err := decodeHeader(val, &cum); err != nil {
-				return fmt.Errorf("term %q: %w", term, err)
-			}
-			if cum.N < BlockSize {
-				// Lazy merge: the partial tail block is rewritten with the
-				// new postings, dropping deleted documents on the way.
-				if err := decodeBlock(val, &db); err != nil {
-					return fmt.Errorf("term %q: %w", term, err)
-				}
-				if err := db.toList(&merged, snap.isDeleted); err != nil {
-					return fmt.Errorf("term %q: %w", term, err)
-				}
-				dPost -= int64(len(val) + len(tk))
-				cum.CumDF -= uint32(cum.N)
-			} else if err := txn.Set(blockKey(nil, term, cum.LastDoc), val); err != nil {
-				return err // a full tail keeps its bytes under its real key
-			}
-		}
-		src := fresh // no partial tail: encode the new postings in place
-		if len(merged.docs) > 0 {
-			for i := range fresh.docs {
-				merged.add(fresh.docs[i], fresh.tfs[i], fresh.positions(i))
-			}
-			src = &merged
-		}
-		for lo := 0; lo < len(src.docs); lo += BlockSize {
-			hi := min(lo+BlockSize, len(src.docs))
-			h := BlockHeader{CumMaxTF: cum.CumMaxTF, CumMinLen: cum.CumMinLen}
-			for i := lo; i < hi; i++ {
-				mergeBounds(&h.MaxTF, &h.MinLen, src.tfs[i], lensOf(src.docs[i]))
-			}
-			mergeBounds(&h.CumMaxTF, &h.CumMinLen, h.MaxTF, h.MinLen)
-			h.CumDF = cum.CumDF + uint32(hi-lo)
-			cum = h
-			val := encodeBlock(make([]byte, 0, 64+(hi-lo)*8), &h, src, lo, hi)
-			key := tk
-			if hi < len(src.docs) {
-				key = blockKey(nil, term, src.docs[hi-1])
-			}
-			if err := txn.Set(key, val); err != nil {
-				return err
-			}
-			dPost += int64(len(key) + len(val))
-		}
-	}
-	// Commit under ix.mu so that no Delete slips between the liveness check
-	// and the commit: a doc deleted while its postings were being built gets
-	// no i:l: key and is not counted.
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	var docsAdded int64
-	var lensAdded [NumFields]int64
-	var added []*docTerms
-	for _, dt := range docs {
-		if ix.isDeleted(dt.id) {
-			continue
-		}
-		if err := txn.Set(docKey(prefixLens, dt.id), encodeMeta(&dt.meta)); err != nil {
-			return err
-		}
-		added = append(added, dt)
-		docsAdded++
-		for f := range NumFields {
-			lensAdded[f] += int64(dt.meta.lens[f])
-		}
-	}
-	ns := state{Flushed: end, Terms: ix.st.Terms + dTerms, PostSize: ix.st.PostSize + dPost}
-	if err := txn.Set([]byte(keyFlush), ns.encodeFlush()); err != nil {
-		return err
-	}
-	if err := txn.Commit(); err != nil {
-		return err
-	}
-	ix.st.Flushed, ix.st.Terms, ix.st.PostSize = end, ns.Terms, ns.PostSize
-	ix.st.Docs += docsAdded
-	for f := range NumFields {
-		ix.st.LenSum[f] += lensAdded[f]
-	}
-	ix.metaMu.Lock()
-	for _, dt := range added {
-		ix.hostAdd(&dt.meta, 1)
-	}
-	ix.metaMu.Unlock()
-	ix.publish()
-	return nil
+	return ix.putLocked(u, rec.Host, dp, ix.enc.EncodeAll(encodeRecord(&rec.Document), nil), raw)
 }
 
 // hostAgg is the count and field length sums of a host's live flushed docs,

@@ -35,8 +35,10 @@ func Snippet(text string, terms []string, maxRunes int) string {
 		maxRunes = 160
 	}
 	text = truncUTF8(text, snippetScanBytes)
-	if !utf8.ValidString(text) {
+	lower, valid := toLowerFast(text)
+	if !valid {
 		text = strings.ToValidUTF8(text, "\uFFFD")
+		lower, _ = toLowerFast(text)
 	}
 	set := make(map[string]int, len(terms))
 	for i, t := range terms {
@@ -46,7 +48,6 @@ func Snippet(text string, terms []string, maxRunes int) string {
 			}
 		}
 	}
-	lower := strings.ToLower(text)
 	var occ []occurrence
 	if len(lower) == len(text) {
 		for term, ti := range set {
@@ -218,4 +219,68 @@ func writeCollapsed(b *strings.Builder, s string) {
 		}
 	}
 	flush(len(s))
+}
+
+// toLowerFast returns strings.ToLower(s), and whether s is valid UTF-8
+// (the result is right only then), in one pass: the case table is not
+// consulted for CJK characters (U+2E80 to U+9FFF have no case mappings; a
+// test checks it against the unicode tables), which are most of a Chinese
+// page, and nothing is allocated unless a character changes.
+func toLowerFast(s string) (string, bool) {
+	var b strings.Builder
+	changed, valid := false, true
+	begin := func(i int) {
+		changed = true
+		b.Grow(len(s) + 16)
+		b.WriteString(s[:i])
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if 'A' <= c && c <= 'Z' {
+				if !changed {
+					begin(i)
+				}
+				b.WriteByte(c + 'a' - 'A')
+			} else if changed {
+				b.WriteByte(c)
+			}
+			i++
+			continue
+		}
+		// Lead bytes E3..E9 start U+3000..U+9FFF, which need no lookup;
+		// only the continuation bytes need checking for validity.
+		if 0xE3 <= c && c <= 0xE9 && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
+			if changed {
+				b.WriteString(s[i : i+3])
+			}
+			i += 3
+			continue
+		}
+		r, sz := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && sz == 1 {
+			valid = false
+		}
+		if r >= 0x2E80 && r < 0xA000 {
+			if changed {
+				b.WriteString(s[i : i+sz])
+			}
+			i += sz
+			continue
+		}
+		l := unicode.ToLower(r)
+		if l != r || r == utf8.RuneError && sz == 1 {
+			if !changed {
+				begin(i)
+			}
+			b.WriteRune(l)
+		} else if changed {
+			b.WriteString(s[i : i+sz])
+		}
+		i += sz
+	}
+	if !changed {
+		return s, valid
+	}
+	return b.String(), valid
 }

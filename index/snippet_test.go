@@ -1,9 +1,11 @@
 package index
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -147,4 +149,58 @@ func FuzzSnippet(f *testing.F) {
 			t.Fatalf("invalid UTF-8 %q", got)
 		}
 	})
+}
+
+// BenchmarkSnippet measures a snippet of a long mixed-script page (the
+// large pages dominate a query's p99: every candidate gets one).
+func BenchmarkSnippet(b *testing.B) {
+	syn, err := NewSynthetic(3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	SharedAnalyzer() // load the dictionary outside the timings
+	for _, size := range []int{4 << 10, 64 << 10, 400 << 10} {
+		var sb strings.Builder
+		for sb.Len() < size {
+			sb.WriteString(syn.Text(40, 0.5))
+			sb.WriteString(" The Quick Brown Fox. ")
+		}
+		text := sb.String()
+		terms := []string{"quick", syn.ZhWord(), syn.EnWord()}
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				Snippet(text, terms, 160)
+			}
+		})
+	}
+}
+
+func TestToLowerFastMatchesStrings(t *testing.T) {
+	for r := rune(0x2E80); r < 0xA000; r++ {
+		if unicode.ToLower(r) != r {
+			t.Fatalf("U+%04X has a lowercase mapping: the CJK shortcut of toLowerFast is wrong", r)
+		}
+	}
+	tests := []string{
+		"", "abc", "ABC Déjà VU", "搜索引擎 Search ENGINE", "ΣΊΣΥΦΟΣ", "İstanbul", "Ⅻ Ⓐ ＡＢＣ",
+		"mixed 中文 TEXT 繁體 ÀÉÎ", strings.Repeat("中", 100) + "X", "\uFFFD valid replacement char",
+		"\u3000\u9fff\ua000\u2e80 edges", "中\xe4\xb8", "\xe4\xb8中", "bad \xff BYTE", "\xed\xa0\x80 surrogate",
+	}
+	syn, err := NewSynthetic(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		tests = append(tests, syn.Text(60, 0.5)+" The END Ωmega")
+	}
+	for _, s := range tests {
+		got, valid := toLowerFast(s)
+		if valid != utf8.ValidString(s) {
+			t.Errorf("toLowerFast(%q): valid = %v", s, valid)
+		}
+		if want := strings.ToLower(s); valid && got != want {
+			t.Errorf("toLowerFast(%q) = %q, want %q", s, got, want)
+		}
+	}
 }

@@ -30,11 +30,22 @@ func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord,
 	}
 	rec := &PageRecord{DocID: id}
 	err = item.Value(func(v []byte) error {
-		plain, err := ix.dec.DecodeAll(v, nil)
+		// decodeRecord copies what it keeps, so the decompression buffer
+		// is reused (every search candidate loads its record).
+		buf, _ := ix.recBufs.Get().(*[]byte)
+		if buf == nil {
+			buf = new([]byte)
+		}
+		plain, err := ix.dec.DecodeAll(v, (*buf)[:0])
 		if err != nil {
 			return fmt.Errorf("decompress page record: %w", err)
 		}
-		return decodeRecord(plain, &rec.Document)
+		err = decodeRecord(plain, &rec.Document)
+		if cap(plain) <= 4<<20 {
+			*buf = plain
+			ix.recBufs.Put(buf)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("doc %d: %w", id, err)
