@@ -65,6 +65,16 @@ type FetchedSink interface {
 	Fetched(host, url string, sitemap bool)
 }
 
+// SitemapSink is an optional Sink method: it hears of every sitemap read,
+// with the URLs of the host it listed and the host's child sitemaps it
+// named (a sitemap index), so that a node can tell its replicas what the
+// sitemap taught it; a replica taking the host over then needs neither the
+// sitemap again nor the URLs only it listed. Best effort: it must not
+// block.
+type SitemapSink interface {
+	SitemapRead(host, url string, listed, children []string)
+}
+
 // RobotsConfig controls robots.txt handling.
 type RobotsConfig struct {
 	// UserAgent is the product token matched against robots.txt groups.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -598,4 +599,74 @@ func TestPageBudget(t *testing.T) {
 	if st := c.Stats(); st.ExhaustedHosts == 0 || st.Frontier == 0 {
 		t.Errorf("no host at its budget with URLs left: %+v", st)
 	}
+}
+
+// sitemapSink records what SitemapRead reports.
+type sitemapSink struct {
+	*engSink
+	mu     sync.Mutex
+	listed map[string][]string // sitemap URL -> URLs listed
+}
+
+func (s *sitemapSink) SitemapRead(host, url string, listed, children []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listed[url] = append(s.listed[url], listed...)
+}
+
+// TestSitemapProgressCarriesOver: a sitemap that a previous owner read
+// (NoteSitemaps, as a node taking a host over from its replica does) is not
+// read again, the URLs it listed still get crawled when handed in, and
+// every sitemap read is reported with what it listed.
+func TestSitemapProgressCarriesOver(t *testing.T) {
+	web := newEngWeb(t, 2, 3, 0)
+	db := engOpenDB(t, t.TempDir())
+	defer db.Close()
+	sink := &sitemapSink{engSink: newEngSink(), listed: map[string][]string{}}
+	c, err := New(db, engConfig(engDNS(t)), sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h0 := HostKey(mustParse(t, web.url(0, "/")))
+	if err := c.NoteSitemaps(t.Context(), h0, []string{web.url(0, "/sitemap.xml")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// What the replica knew the sitemap listed.
+	seeds := []Discovered{{URL: web.url(0, "/")}, {URL: web.url(1, "/")}, {URL: web.url(0, "/orphan"), SourceHost: h0, Depth: 1}}
+	if err := c.Add(t.Context(), seeds); err != nil {
+		t.Fatal(err)
+	}
+	engRun(t, c, 30*time.Second)
+	byPage := map[string]int{}
+	for _, r := range web.requests() {
+		byPage["http://"+r.host+r.path]++
+	}
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{
+		{web.url(0, "/sitemap.xml"), 0}, // read by the previous owner
+		{web.url(1, "/sitemap.xml"), 1},
+		{web.url(0, "/orphan"), 1}, // listed only by the sitemap not read again
+		{web.url(1, "/orphan"), 1},
+	} {
+		if byPage[tc.url] != tc.want {
+			t.Errorf("%s fetched %d times, want %d", tc.url, byPage[tc.url], tc.want)
+		}
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if got := sink.listed[web.url(1, "/sitemap.xml")]; len(got) != 1 || got[0] != web.url(1, "/orphan") {
+		t.Errorf("SitemapRead for host 1 reported %v, want its orphan page", got)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

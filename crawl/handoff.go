@@ -129,6 +129,7 @@ func (c *Crawler) ImportHost(ctx context.Context, e *HostExport) error {
 		h.rec.Fetched = max(h.rec.Fetched, hostRec.Fetched)
 		h.rec.NextAllowed = max(h.rec.NextAllowed, hostRec.NextAllowed)
 		h.rec.SitemapsDone = h.rec.SitemapsDone || hostRec.SitemapsDone
+		mergeSitemapProgress(&h.rec, hostRec.SitemapsRead, hostRec.SitemapsPending, c.cfg.Robots.MaxSitemapsPerHost)
 	}
 	c.front.scheduleLocked(h)
 	c.front.mu.Unlock()
@@ -476,4 +477,39 @@ func (f *frontier) markDone(items []addItem, now time.Time) error {
 		f.queued -= n
 	}
 	return nil
+}
+
+// NoteSitemaps records sitemaps of host that a previous owner read and the
+// child sitemaps it learned and had not read yet (a node taking the host
+// over from its replica pages): they are then neither read again nor
+// forgotten.
+func (c *Crawler) NoteSitemaps(ctx context.Context, host string, read, pending []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.front.mu.Lock()
+	h := c.front.host(host)
+	mergeSitemapProgress(&h.rec, read, pending, c.cfg.Robots.MaxSitemapsPerHost)
+	h.sitemaps = slices.DeleteFunc(h.sitemaps, func(s string) bool { return slices.Contains(h.rec.SitemapsRead, s) })
+	c.front.mu.Unlock()
+	return c.front.saveHost(h)
+}
+
+// mergeSitemapProgress adds read and pending sitemaps to rec (bounded):
+// read wins over pending.
+func mergeSitemapProgress(rec *hostRecord, read, pending []string, limit int) {
+	if rec.SitemapsDone {
+		return
+	}
+	for _, s := range read {
+		if len(rec.SitemapsRead) < limit && !slices.Contains(rec.SitemapsRead, s) {
+			rec.SitemapsRead = append(rec.SitemapsRead, s)
+		}
+	}
+	rec.SitemapsPending = slices.DeleteFunc(rec.SitemapsPending, func(s string) bool { return slices.Contains(rec.SitemapsRead, s) })
+	for _, s := range pending {
+		if len(rec.SitemapsPending) < limit && !slices.Contains(rec.SitemapsRead, s) && !slices.Contains(rec.SitemapsPending, s) {
+			rec.SitemapsPending = append(rec.SitemapsPending, s)
+		}
+	}
 }

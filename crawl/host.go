@@ -87,6 +87,12 @@ type hostRecord struct {
 	RobotsFailures   int   `json:"rf,omitempty"`
 	SitemapsDone     bool  `json:"sd,omitempty"`
 	CrawlDelayLogged bool  `json:"cl,omitempty"`
+	// SitemapsRead are the sitemaps of the host read so far, and
+	// SitemapsPending the child sitemaps learned from sitemap indexes and
+	// not read yet: a restart, or a new owner taking the host over, goes
+	// on with the sitemaps instead of reading them again.
+	SitemapsRead    []string `json:"sr,omitempty"`
+	SitemapsPending []string `json:"sp,omitempty"`
 }
 
 func (r hostRecord) encode() []byte {

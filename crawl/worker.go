@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -406,11 +407,30 @@ func (c *Crawler) sitemapCandidates(host string, pageURL *url.URL, rob *Robots) 
 			out = append(out, s)
 		}
 	}
+	read, pending := c.front.sitemapProgress(host)
+	for _, s := range read {
+		seen[s] = true
+	}
 	for _, s := range rob.Sitemaps() {
 		addOne(s)
 	}
 	addOne("/sitemap.xml")
+	for _, s := range pending {
+		addOne(s)
+	}
 	return out
+}
+
+// sitemapProgress returns the host's sitemaps already read and those
+// learned and still to read.
+func (f *frontier) sitemapProgress(host string) (read, pending []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.hosts[host]
+	if h == nil {
+		return nil, nil
+	}
+	return slices.Clone(h.rec.SitemapsRead), slices.Clone(h.rec.SitemapsPending)
 }
 
 // fetchSitemap fetches one sitemap in h's slot and routes its URLs as
@@ -441,7 +461,7 @@ func (c *Crawler) fetchSitemap(ctx context.Context, h *hostState, raw string) sl
 	if fs, ok := c.sink.(FetchedSink); ok {
 		fs.Fetched(h.key, raw, true)
 	}
-	var children []string
+	var children, listed []string
 	switch {
 	case resp.Status >= 200 && resp.Status < 300:
 		urls, subs, perr := ParseSitemap(resp.Body, u)
@@ -457,6 +477,9 @@ func (c *Crawler) fetchSitemap(ctx context.Context, h *hostState, raw string) sl
 			links := make([]Discovered, 0, len(urls))
 			for _, s := range urls {
 				links = append(links, Discovered{URL: s, SourceHost: h.key, Depth: 1})
+				if su, err := url.Parse(s); err == nil && HostKey(su) == h.key {
+					listed = append(listed, s)
+				}
 			}
 			if err := c.route(ctx, links, nil); err != nil && ctx.Err() == nil {
 				c.log.Warn("route sitemap urls", "host", h.key, "err", err)
@@ -468,6 +491,9 @@ func (c *Crawler) fetchSitemap(ctx context.Context, h *hostState, raw string) sl
 		}
 	}
 	c.front.sitemapDone(h, raw, children, c.cfg.Robots.MaxSitemapsPerHost)
+	if ss, ok := c.sink.(SitemapSink); ok {
+		ss.SitemapRead(h.key, raw, listed, children)
+	}
 	return slotResult{outcome: outcomeOK, resp: resp.Duration}
 }
 
@@ -554,8 +580,13 @@ func (f *frontier) sitemapDone(h *hostState, raw string, children []string, budg
 		rest = append(rest, s)
 	}
 	h.sitemaps = rest
+	if len(h.rec.SitemapsRead) < budget && !slices.Contains(h.rec.SitemapsRead, raw) {
+		h.rec.SitemapsRead = append(h.rec.SitemapsRead, raw)
+	}
+	h.rec.SitemapsPending = append(h.rec.SitemapsPending[:0:0], rest...)
 	if len(rest) == 0 {
 		h.rec.SitemapsDone = true
+		h.rec.SitemapsRead, h.rec.SitemapsPending = nil, nil
 	}
 }
 

@@ -119,11 +119,26 @@ type pagesMsg struct {
 	// texts): the anchor field must be the same wherever a page is
 	// indexed, or scores would change when a replica takes over.
 	Anchors map[string][]string
+	// Sitemaps are the sitemaps the owner read, with what they listed: a
+	// replica taking the host over neither reads them again nor loses
+	// the URLs only they listed.
+	Sitemaps []sitemapRecord
 }
 
 type fetchedMarker struct {
 	Host, URL string
 }
+
+// sitemapRecord is a sitemap its owner read: the host's URLs it listed and
+// the host's child sitemaps it named.
+type sitemapRecord struct {
+	Host, URL        string
+	Listed, Children []string
+}
+
+// maxSitemapListed caps one replicated sitemap (the sitemap protocol's
+// limit is 50,000 URLs).
+const maxSitemapListed = 50_000
 
 type hostMsg struct {
 	Export *crawl.HostExport

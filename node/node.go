@@ -45,8 +45,7 @@ type Node struct {
 	// httpAddr is the bound API address (a string), set by startHTTP.
 	httpAddr atomic.Value
 	disk     *diskGuard
-	// remembered is read at start and not changed after.
-	remembered remembered
+	recent   recent
 }
 
 // New opens the node's storage and network. Call Run to serve, and it
@@ -147,7 +146,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	defer closeOnErr(n.crawler.Close)
 	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
 	n.metrics = newMetrics(n)
-	if err := n.loadRemembered(rememberGrace(pcfg.MemberTimeout)); err != nil {
+	if err := n.loadRemembered(recentGrace(pcfg.MemberTimeout)); err != nil {
 		return nil, fmt.Errorf("load remembered members: %w", err)
 	}
 	if err := n.loadReplicaHosts(); err != nil {
@@ -362,10 +361,10 @@ func (n *Node) watchMembers(ctx context.Context) {
 				}
 				n.settle.joined(others, time.Now())
 				go n.sendManifest(ctx, ev.Member.ID)
-				n.rememberMember(ev.Member.ID, true)
+				n.memberEvent(ev.Member.ID, true)
 			case p2p.Left:
 				n.settle.left(ev.Member.ID)
-				n.rememberMember(ev.Member.ID, false)
+				n.memberEvent(ev.Member.ID, false)
 			}
 			n.coord.Invalidate()
 			n.kickRebalance()

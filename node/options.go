@@ -36,7 +36,9 @@ func InMemoryBadgerOptions() badger.Options {
 	return badger.DefaultOptions("").
 		WithInMemory(true).
 		WithLogger(nil).
-		WithMemTableSize(4 << 20).
+		// 8 MB: a transaction may hold 15% of a memtable, and a handoff
+		// or a page with its cached copy must fit in one.
+		WithMemTableSize(8 << 20).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).

@@ -112,43 +112,59 @@ func (s *settling) mayCrawl(host string, now time.Time) bool {
 	return true
 }
 
-// remembered is the membership this node knew when it last stopped
-// ("n:m/<peer ID>" keys, written on every join and leave). A node restarted
-// after a crash sees only itself at first and would own, for a few
-// heartbeats, the hosts of every member it has not heard from yet; crawling
-// them then fetches again what their owners already fetched (measured: most
-// duplicates under repeated SIGKILLs). So until rememberGrace has passed,
-// a host is crawled only if this node also owns it among the remembered
-// members; a remembered member that is really gone costs its hosts that
-// grace period.
-type remembered struct {
-	ids   []peer.ID
-	until time.Time
+// recent holds members that may still be alive although this node does
+// not see them: the membership it knew when it last stopped ("n:m/<peer
+// ID>" keys, written on every join and leave), and members that left in the
+// last few seconds. A host is crawled only if this node also owns it among
+// them, until each one is seen again or its grace period ends.
+//
+// Why: a node restarted after a crash sees only itself at first and would
+// own, for a few heartbeats, the hosts of every member it has not heard
+// from yet; and a member killed and restarted is declared gone by the
+// others after MemberTimeout, when its replica takes its hosts over, only to
+// hand them back a second later. Both crawl what the owner already fetched
+// (measured: most duplicate fetches under repeated SIGKILLs). A member that
+// is really gone costs its hosts one grace period of crawling.
+type recent struct {
+	mu    sync.Mutex
+	until map[peer.ID]time.Time
+	grace time.Duration
 }
 
 const prefixMember = "n:m/"
 
-// rememberGrace: a live member's heartbeat arrives within MemberTimeout;
-// twice that covers a slow start.
-func rememberGrace(memberTimeout time.Duration) time.Duration { return 2 * memberTimeout }
+// recentGrace: a live member's heartbeat arrives within MemberTimeout, and
+// a restarted node is back within a few seconds.
+func recentGrace(memberTimeout time.Duration) time.Duration { return 2 * memberTimeout }
 
+// loadRemembered reads the membership of the last run.
 func (n *Node) loadRemembered(grace time.Duration) error {
+	n.recent.until = map[peer.ID]time.Time{}
+	n.recent.grace = grace
+	until := time.Now().Add(grace)
 	return n.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixMember)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			id, err := peer.Decode(string(it.Item().Key()[len(prefixMember):]))
 			if err == nil && id != n.net.ID() {
-				n.remembered.ids = append(n.remembered.ids, id)
+				n.recent.until[id] = until
 			}
 		}
-		n.remembered.until = time.Now().Add(grace)
 		return nil
 	})
 }
 
-// rememberMember records a join (or forgets a leave) for the next start.
-func (n *Node) rememberMember(id peer.ID, joined bool) {
+// memberEvent keeps the remembered membership and the recently left
+// members current.
+func (n *Node) memberEvent(id peer.ID, joined bool) {
+	n.recent.mu.Lock()
+	if joined {
+		delete(n.recent.until, id)
+	} else {
+		n.recent.until[id] = time.Now().Add(n.recent.grace)
+	}
+	n.recent.mu.Unlock()
 	key := []byte(prefixMember + id.String())
 	err := n.db.Update(func(txn *badger.Txn) error {
 		if joined {
@@ -161,14 +177,23 @@ func (n *Node) rememberMember(id peer.ID, joined bool) {
 	}
 }
 
-// ownsAmongRemembered reports whether this node owns host when the members
-// it remembers from its last run count as members too (always true once
-// the grace period is over).
-func (n *Node) ownsAmongRemembered(host string) bool {
-	if len(n.remembered.ids) == 0 || time.Now().After(n.remembered.until) {
+// ownsAmongRecent reports whether this node owns host when the members
+// that may still be alive count as members too.
+func (n *Node) ownsAmongRecent(host string) bool {
+	now := time.Now()
+	var ids []peer.ID
+	n.recent.mu.Lock()
+	for id, until := range n.recent.until {
+		if now.After(until) {
+			delete(n.recent.until, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	n.recent.mu.Unlock()
+	if len(ids) == 0 {
 		return true
 	}
-	ids := append([]peer.ID{}, n.remembered.ids...)
 	for _, m := range n.net.Members() {
 		ids = append(ids, m.ID)
 	}

@@ -31,6 +31,7 @@ type replicator struct {
 	mu      sync.Mutex
 	pending map[peer.ID][]*index.Document
 	markers map[peer.ID][]fetchedMarker
+	maps    map[peer.ID][]sitemapRecord
 	anchors map[peer.ID]map[string][]string
 	kick    chan struct{}
 }
@@ -38,7 +39,7 @@ type replicator struct {
 const maxPendingReplicas = 20000
 
 func newReplicator() *replicator {
-	return &replicator{pending: map[peer.ID][]*index.Document{}, markers: map[peer.ID][]fetchedMarker{}, anchors: map[peer.ID]map[string][]string{}, kick: make(chan struct{}, 1)}
+	return &replicator{pending: map[peer.ID][]*index.Document{}, markers: map[peer.ID][]fetchedMarker{}, maps: map[peer.ID][]sitemapRecord{}, anchors: map[peer.ID]map[string][]string{}, kick: make(chan struct{}, 1)}
 }
 
 func (n *Node) replicate(d *index.Document) {
@@ -77,6 +78,19 @@ func (n *Node) replicateFetched(m fetchedMarker) {
 	}
 }
 
+// replicateSitemap queues what a sitemap of one of this node's hosts listed.
+func (n *Node) replicateSitemap(s sitemapRecord) {
+	self := n.net.ID()
+	r := n.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range n.net.Replicas(s.Host) {
+		if p != self && len(r.maps[p]) < maxPendingReplicas {
+			r.maps[p] = append(r.maps[p], s)
+		}
+	}
+}
+
 // addAnchors indexes anchor texts for u and queues them for u's other
 // replicas, so the anchor field is the same wherever the page is indexed.
 func (n *Node) addAnchors(ctx context.Context, u string, texts []string) error {
@@ -110,8 +124,8 @@ func (n *Node) replicationLoop(ctx context.Context) {
 func (n *Node) flushReplicas(ctx context.Context) {
 	r := n.repl
 	r.mu.Lock()
-	work, markers, anchors := r.pending, r.markers, r.anchors
-	r.pending, r.markers, r.anchors = map[peer.ID][]*index.Document{}, map[peer.ID][]fetchedMarker{}, map[peer.ID]map[string][]string{}
+	work, markers, maps, anchors := r.pending, r.markers, r.maps, r.anchors
+	r.pending, r.markers, r.maps, r.anchors = map[peer.ID][]*index.Document{}, map[peer.ID][]fetchedMarker{}, map[peer.ID][]sitemapRecord{}, map[peer.ID]map[string][]string{}
 	r.mu.Unlock()
 	// Pages go first: anchors for a page the replica does not hold yet are
 	// kept by the index until the page arrives, so the order is not
@@ -147,6 +161,19 @@ func (n *Node) flushReplicas(ctx context.Context) {
 			r.mu.Lock()
 			if n.isMember(p) {
 				r.markers[p] = append(ms, r.markers[p]...)
+			}
+			r.mu.Unlock()
+		}
+	}
+	for p, ss := range maps {
+		b, err := encodeGob(pagesMsg{Sitemaps: ss})
+		if err == nil {
+			err = n.net.Send(ctx, p, topicReplica, b)
+		}
+		if err != nil {
+			r.mu.Lock()
+			if n.isMember(p) {
+				r.maps[p] = append(ss, r.maps[p]...)
 			}
 			r.mu.Unlock()
 		}
@@ -213,6 +240,27 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 			return err
 		}
 	}
+	if len(m.Sitemaps) > 1000 {
+		return fmt.Errorf("replica message with %d sitemaps", len(m.Sitemaps))
+	}
+	for _, s := range m.Sitemaps {
+		if s.URL == "" || hostOf(s.URL) != s.Host || len(s.Listed) > maxSitemapListed || len(s.Children) > 1000 ||
+			n.net.IsOwner(s.Host) || !n.mayStore(from, s.Host) {
+			continue
+		}
+		if err := n.noteReplica(s.Host); err != nil {
+			return err
+		}
+		b, err := encodeGob(s)
+		if err != nil {
+			return err
+		}
+		if err := n.db.Update(func(txn *badger.Txn) error {
+			return txn.Set([]byte(prefixSitemap+s.Host+"\x00"+s.URL), b)
+		}); err != nil {
+			return err
+		}
+	}
 	for _, d := range m.Docs {
 		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host || !n.mayStore(from, d.Host) {
 			continue
@@ -248,10 +296,13 @@ type replicaHosts struct {
 }
 
 // Badger keys of the node: "n:r/<host>" marks a replica-only host;
-// "n:f/<host>\x00<url>" a URL its owner settled without a page.
+// "n:f/<host>\x00<url>" a URL its owner settled without a page;
+// "n:s/<host>\x00<sitemap url>" a sitemap its owner read (a gob
+// sitemapRecord).
 const (
 	prefixReplicaHost   = "n:r/"
 	prefixFetchedMarker = "n:f/"
+	prefixSitemap       = "n:s/"
 )
 
 func (n *Node) loadReplicaHosts() error {
@@ -370,8 +421,17 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 	if err := n.crawler.MarkFetched(ctx, urls); err != nil {
 		return err
 	}
-	// The host's sitemaps are read again on purpose: a few requests, and
-	// they recover URLs whose only discovering link died with the old owner.
+	// The sitemaps the old owner read: their URLs join the frontier (those
+	// already fetched are known by now) and they are not read again;
+	// sitemaps it had not read yet are.
+	read, pending, smKeys, err := n.replicaSitemaps(host, &links)
+	if err != nil {
+		return err
+	}
+	if err := n.crawler.NoteSitemaps(ctx, host, read, pending); err != nil {
+		return err
+	}
+	markerKeys = append(markerKeys, smKeys...)
 	for _, k := range markerKeys {
 		if err := n.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
 			return err
@@ -396,4 +456,38 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 	}
 	n.log.Info("took over host", "host", host, "pages", len(urls), "links", len(links))
 	return nil
+}
+
+// replicaSitemaps reads the sitemaps replicated for host: it appends the
+// URLs they listed to links and returns the sitemaps read, the children
+// still to read, and the keys to delete once the takeover is done.
+func (n *Node) replicaSitemaps(host string, links *[]crawl.Discovered) (read, pending []string, keys [][]byte, err error) {
+	prefix := []byte(prefixSitemap + host + "\x00")
+	children := map[string]bool{}
+	err = n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+			var s sitemapRecord
+			if err := it.Item().Value(func(v []byte) error { return decodeGob(v, &s) }); err != nil {
+				continue // a bad record costs a sitemap read, nothing else
+			}
+			read = append(read, s.URL)
+			for _, u := range s.Listed {
+				*links = append(*links, crawl.Discovered{URL: u, SourceHost: host, Depth: 1})
+			}
+			for _, c := range s.Children {
+				children[c] = true
+			}
+		}
+		return nil
+	})
+	for _, r := range read {
+		delete(children, r)
+	}
+	for c := range children {
+		pending = append(pending, c)
+	}
+	return read, pending, keys, err
 }

@@ -101,11 +101,19 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
-// Sitemaps are not recorded: a new owner reads them again (see takeOverHost).
+// Sitemaps come through SitemapRead, with what they listed.
 func (s *sink) Fetched(host, url string, sitemap bool) {
 	if !sitemap {
 		s.n.replicateFetched(fetchedMarker{Host: host, URL: url})
 	}
+}
+
+// SitemapRead tells the host's replicas what one of its sitemaps listed.
+func (s *sink) SitemapRead(host, url string, listed, children []string) {
+	if len(listed) > maxSitemapListed {
+		listed = listed[:maxSitemapListed]
+	}
+	s.n.replicateSitemap(sitemapRecord{Host: host, URL: url, Listed: listed, Children: children})
 }
 
 // DocumentFromPage is what the index stores of a crawled page; the OPIC
