@@ -42,7 +42,10 @@ func Snippet(text string, terms []string, maxRunes int) string {
 	}
 	set := make(map[string]int, len(terms))
 	for i, t := range terms {
-		if t != "" {
+		// A term that is not valid UTF-8 could match inside a character
+		// and cut it in half (a fuzz finding); real query terms come from
+		// the analyzer and are always valid.
+		if t != "" && utf8.ValidString(t) {
 			if _, ok := set[t]; !ok {
 				set[t] = i
 			}
