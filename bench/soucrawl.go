@@ -62,10 +62,8 @@ func (s *singleNodeSink) Store(ctx context.Context, p *crawl.Page) error {
 		}
 		anchors[l.URL] = append(anchors[l.URL], l.Anchor)
 	}
-	for u, a := range anchors {
-		if err := s.ix.AddAnchors(ctx, u, a); err != nil {
-			return fmt.Errorf("anchors for %s: %w", u, err)
-		}
+	if err := s.ix.AddAnchorsBatch(ctx, anchors); err != nil {
+		return fmt.Errorf("anchors of %s: %w", p.URL, err)
 	}
 	return nil
 }

@@ -44,6 +44,16 @@
 //	i:p:<term>\x00<last>    postings block; <last> is the block's last docID (BE),
 //	                        0xFFFFFFFF for the term's tail block
 //
+// Anchor text (AddAnchors, AddAnchorsBatch: one transaction for a page's
+// links) may arrive before or after its page. For a stored page the change
+// is indexed by re-putting the page, which costs as much as indexing it:
+// the background flush therefore re-indexes a page only once its first
+// unindexed change is Options.ReindexDelay old, or when a flush finds no
+// page stored since the last one (the site's crawl has quieted down);
+// Flush and Close re-index everything, and Stats.Pending counts the pages
+// waiting. On a link-dense site this turns one re-index per page per flush
+// into about one per page.
+//
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at
 // the end. In memory the index keeps per docID the field lengths, static

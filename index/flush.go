@@ -18,13 +18,25 @@ import (
 // queries go on meanwhile: the postings are built and committed without
 // ix.mu, which is taken only to commit the documents' i:l: keys and the
 // watermark. Callers hold flushMu.
-func (ix *Index) flushOnce(ctx context.Context) error {
+func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	ix.mu.Lock()
-	// Pages whose anchor field changed are re-put from the page store.
-	for u := range ix.reindex {
+	// Pages whose anchor field changed are re-put from the page store: all
+	// of them when forced or when no page was stored since the last flush,
+	// else those waiting for longer than ReindexDelay.
+	delay := ix.opt.ReindexDelay
+	if delay <= 0 {
+		delay = DefaultOptions().ReindexDelay
+	}
+	due := time.Now().Add(-delay)
+	all := force || ix.putsSinceFlush == 0
+	ix.putsSinceFlush = 0
+	for u, since := range ix.reindex {
 		if err := ctx.Err(); err != nil {
 			ix.mu.Unlock()
 			return err
+		}
+		if !all && since.After(due) {
+			continue
 		}
 		if err := ix.reindexLocked(u); err != nil {
 			ix.mu.Unlock()

@@ -429,3 +429,81 @@ func TestPostingsCursorSkipsAcrossBlocks(t *testing.T) {
 		t.Errorf("Advance past end = %d", got)
 	}
 }
+
+// TestReindexWaitsForQuiet: a stored page whose anchors change is not
+// re-indexed by a background flush while pages are still being stored (it
+// would be re-indexed at every flush of a crawl), but by the first flush
+// that finds none, or by Flush; until then Stats counts it as pending.
+func TestReindexWaitsForQuiet(t *testing.T) {
+	ctx := t.Context()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	ix := openIndex(t, db, 1000)
+	defer ix.Close()
+	if err := ix.Put(ctx, doc("http://a.test/1", "first page", "plain body")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	anchorDF := func() int64 {
+		r := ix.NewReader()
+		defer r.Close()
+		p, err := r.Postings("zebra", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for d := p.Doc(); d != NoMoreDocs; d = p.Next() {
+			if r.Live(d) {
+				n++
+			}
+		}
+		return n
+	}
+	if err := ix.AddAnchors(ctx, "http://a.test/1", []string{"zebra"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ix.Stats().Pending; got != 1 {
+		t.Fatalf("pending after an anchor change: %d, want 1", got)
+	}
+	steps := []struct {
+		name      string
+		put       bool
+		force     bool
+		wantDF    int64
+		wantQueue int
+	}{
+		{"busy background flush", true, false, 0, 1},
+		{"quiet background flush", false, false, 1, 0},
+	}
+	for i, s := range steps {
+		if s.put {
+			if err := ix.Put(ctx, doc(fmt.Sprintf("http://a.test/x%d", i), "other", "text")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ix.flush(ctx, s.force); err != nil {
+			t.Fatal(err)
+		}
+		if got := anchorDF(); got != s.wantDF {
+			t.Errorf("%s: live docs with the anchor term %d, want %d", s.name, got, s.wantDF)
+		}
+		if got := ix.Stats().Pending; got != s.wantQueue {
+			t.Errorf("%s: pending %d, want %d", s.name, got, s.wantQueue)
+		}
+	}
+	// Flush re-indexes at once, busy or not.
+	if err := ix.AddAnchors(ctx, "http://a.test/1", []string{"yak"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Put(ctx, doc("http://a.test/y", "more", "text")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ix.Stats().Pending; got != 0 {
+		t.Fatalf("pending after Flush: %d", got)
+	}
+}

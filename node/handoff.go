@@ -79,13 +79,16 @@ func (n *Node) applyAnchors(ctx context.Context, anchors map[string][]string) er
 	if len(anchors) > maxAnchorURLs {
 		return fmt.Errorf("message with anchors for %d URLs", len(anchors))
 	}
-	for u, texts := range anchors {
+	for u := range anchors {
 		if hostOf(u) == "" {
-			continue
+			delete(anchors, u)
 		}
-		if err := n.ix.AddAnchors(ctx, u, texts); err != nil {
-			return fmt.Errorf("anchors for %s: %w", u, err)
-		}
+	}
+	if len(anchors) == 0 {
+		return nil
+	}
+	if err := n.ix.AddAnchorsBatch(ctx, anchors); err != nil {
+		return fmt.Errorf("anchors for %d URLs: %w", len(anchors), err)
 	}
 	return nil
 }
@@ -366,13 +369,13 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 	if len(m.Anchors) > maxAnchorURLs {
 		return fmt.Errorf("handoff with anchors for %d URLs", len(m.Anchors))
 	}
-	for u, texts := range m.Anchors {
+	for u := range m.Anchors {
 		if h := hostOf(u); h == "" || !n.mayStore(from, h) {
-			continue
+			delete(m.Anchors, u)
 		}
-		if err := n.addAnchors(ctx, u, texts); err != nil {
-			return err
-		}
+	}
+	if err := n.addAnchors(ctx, m.Anchors); err != nil {
+		return err
 	}
 	n.handoff.received.Add(int64(len(m.Docs)))
 	n.coord.Invalidate()

@@ -139,6 +139,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if cfg.MaxPagesPerHost > 0 {
 		ccfg.Filter.MaxPagesPerHost = cfg.MaxPagesPerHost
 	}
+	if o.crawlTune != nil {
+		o.crawlTune(&ccfg)
+	}
 	n.crawler, err = crawl.New(n.db, ccfg, &sink{n: n}, log.With("component", "crawl"))
 	if err != nil {
 		return nil, fmt.Errorf("start crawler: %w", err)
@@ -315,12 +318,7 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 	if err := n.crawler.Add(ctx, ds); err != nil {
 		return err
 	}
-	for u, a := range anchors {
-		if err := n.addAnchors(ctx, u, a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.addAnchors(ctx, anchors)
 }
 
 // publishLoad keeps the heartbeat's load figures current.

@@ -4,13 +4,16 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/libp2p/go-libp2p/core/host"
+
+	"sou/crawl"
 )
 
 // nodeOptions are New's optional settings; the zero value is a node of the
 // real network (its own libp2p host, Badger on disk under Config.DataDir).
 type nodeOptions struct {
-	host     host.Host
-	inMemory bool
+	host      host.Host
+	inMemory  bool
+	crawlTune func(*crawl.Config)
 }
 
 // Option customises New.
@@ -27,6 +30,13 @@ func WithHost(h host.Host) Option { return func(o *nodeOptions) { o.host = h } }
 // process, which is what the WAN simulator wants for hundreds of nodes in
 // one process. DataDir must still be set (Validate) but is not written.
 func WithInMemoryStore() Option { return func(o *nodeOptions) { o.inMemory = true } }
+
+// WithCrawlConfig lets the caller adjust the crawler's configuration after
+// New has derived it from Config (the WAN simulator uses the real web's
+// fetch timeouts instead of the LAN testnet's).
+func WithCrawlConfig(tune func(*crawl.Config)) Option {
+	return func(o *nodeOptions) { o.crawlTune = tune }
+}
 
 // InMemoryBadgerOptions are a simulated node's Badger settings: in memory,
 // small memtables and caches and no compression, so that a few hundred

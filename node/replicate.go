@@ -91,27 +91,33 @@ func (n *Node) replicateSitemap(s sitemapRecord) {
 	}
 }
 
-// addAnchors indexes anchor texts for u and queues them for u's other
-// replicas, so the anchor field is the same wherever the page is indexed.
-func (n *Node) addAnchors(ctx context.Context, u string, texts []string) error {
-	if err := n.ix.AddAnchors(ctx, u, texts); err != nil {
-		return fmt.Errorf("anchors for %s: %w", u, err)
+// addAnchors indexes anchor texts (URL -> texts, one page's links or one
+// batch's) and queues them for each URL's other replicas, so the anchor
+// field is the same wherever the page is indexed.
+func (n *Node) addAnchors(ctx context.Context, byURL map[string][]string) error {
+	if len(byURL) == 0 {
+		return nil
+	}
+	if err := n.ix.AddAnchorsBatch(ctx, byURL); err != nil {
+		return fmt.Errorf("anchors for %d URLs: %w", len(byURL), err)
 	}
 	self := n.net.ID()
 	r := n.repl
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, p := range n.net.Replicas(hostOf(u)) {
-		if p == self {
-			continue
-		}
-		m := r.anchors[p]
-		if m == nil {
-			m = map[string][]string{}
-			r.anchors[p] = m
-		}
-		if len(m) < maxPendingReplicas {
-			m[u] = append(m[u], texts...)
+	for u, texts := range byURL {
+		for _, p := range n.net.Replicas(hostOf(u)) {
+			if p == self {
+				continue
+			}
+			m := r.anchors[p]
+			if m == nil {
+				m = map[string][]string{}
+				r.anchors[p] = m
+			}
+			if len(m) < maxPendingReplicas {
+				m[u] = append(m[u], texts...)
+			}
 		}
 	}
 	return nil

@@ -92,12 +92,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			anchors[l.URL] = append(anchors[l.URL], l.Anchor)
 		}
 	}
-	for u, a := range anchors {
-		if err := n.addAnchors(ctx, u, a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.addAnchors(ctx, anchors)
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
