@@ -89,11 +89,11 @@ type Index struct {
 	// putsSinceFlush counts Puts since the last flush (guarded by mu): a
 	// flush that finds none re-indexes every page waiting for its anchors.
 	putsSinceFlush int
-	closed      bool
-	splits      int        // flushes written in more than one Badger transaction
-	tails       *tailCache // flusher only (under flushMu)
-	docPool     sync.Pool  // *docPostings scratch for analysis
-	recBufs     sync.Pool  // *[]byte buffers for decompressing page records
+	closed         bool
+	splits         int        // flushes written in more than one Badger transaction
+	tails          *tailCache // flusher only (under flushMu)
+	docPool        sync.Pool  // *docPostings scratch for analysis
+	recBufs        sync.Pool  // *[]byte buffers for decompressing page records
 	// commitHook, when set (tests only), runs before each postings
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error

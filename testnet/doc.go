@@ -1,4 +1,53 @@
 // Package testnet owns the test networks: the simulated web (sub-package
 // simweb), the LAN launcher that runs real `sou node` processes on loopback,
-// and the reports computed from what the simulated web saw.
+// the WAN simulator, and the reports computed from what the simulated web
+// saw.
+//
+// The WAN simulator (Sim, `sou testnet sim`, sim*.go) runs N real nodes —
+// node.Node with its Badger store, index, crawler, p2p layer and search
+// coordinator — in this process, each on a go-libp2p mocknet host
+// (node.WithHost) with an in-memory Badger (node.WithInMemoryStore), its
+// own HTTP API on its own loopback address, and that address as the
+// crawler's source IP. Decisions:
+//   - Links: every pair of nodes is linked, with a one-way latency drawn
+//     per pair from --latency (deterministic from the seed) and the
+//     --bandwidth cap. Mocknet applies the bandwidth; the latency is
+//     simStream's, pipelined (mocknet's own makes every write of 256 bytes
+//     or more wait out the latency before the next may start, one message
+//     per latency per stream, under which gossipsub at 200 nodes never
+//     converged). The web delays each
+//     response by the (node, host) entry of a C_ij matrix drawn from the
+//     same range (simweb.LatencyMatrix): half the node's own access
+//     latency, half the pair's route. Nodes use the WAN p2p preset
+//     (5 s heartbeat, 30 s member timeout).
+//   - Loss: libp2p runs over reliable transports, so the application sees
+//     loss only as retransmission delay. simHost wraps each node's host so
+//     every stream of sou's protocols, gossipsub and the DHT is counted and
+//     a write containing a lost 1460-byte packet (--loss per packet) waits
+//     max(200 ms, RTT)+RTT, blocking the stream behind it as TCP would. The
+//     web's links are not lossy.
+//   - Churn: --churn N is N leaves and N joins per minute, alternating,
+//     while required pages remain. A leave unlinks the node and closes its
+//     host before stopping it (no goodbye; its in-memory store is lost); a
+//     join is a fresh identity bootstrapped to three live nodes. Node 0,
+//     where the seeds are submitted, never leaves.
+//   - Report: the crawl section comes from the web's request log with the
+//     same checks as `sou testnet run`; network from the nodes' Status;
+//     search from a query phase run in process (node.Search) at
+//     --query-nodes nodes spread over the network. The sim section adds
+//     crawl pages/s, process RSS, heap and goroutines sampled every 2 s
+//     (and their share per live node: the nodes share one process, so a
+//     node's own use cannot be separated), index documents and postings
+//     bytes per node (Badger reports no size in memory), CPU seconds, coordination messages and bytes per page by protocol as
+//     seen on the emulated links during the crawl, owner-lookup hops from
+//     p2p's forward counters, and the query fan-out's shard requests,
+//     messages and bytes per query.
+//   - A simulation is ok with coverage 1.0 and at most 0.1% of the pages
+//     fetched twice (issue 8's done-when; `sou testnet run` allows none
+//     without churn, but a node starved of CPU among hundreds in one
+//     process can time out on a response the web completed and fetch it
+//     again), plus one response per crawl worker per leave under churn.
+//     The query phase uses a WAN deadline, 2 s plus six one-way latencies
+//     (the LAN default of 800 ms is under two round trips plus one
+//     retransmission at 200 ms).
 package testnet

@@ -37,7 +37,7 @@ func classOf(p protocol.ID) string {
 		return classSearch
 	case strings.HasSuffix(s, "/deliver/1.0.0"):
 		return classDeliver
-	case strings.HasSuffix(s, "/claim/1.0.0"):
+	case strings.Contains(s, "/claim/"):
 		return classClaim
 	case strings.Contains(s, "meshsub"), strings.Contains(s, "floodsub"):
 		return classPubsub
@@ -113,7 +113,7 @@ func (h *simHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandle
 	h.Host.SetStreamHandler(pid, func(s network.Stream) { handler(h.wrap(s)) })
 }
 
-func (h *simHost) SetStreamHandlerMatch(pid protocol.ID, match protocol.MatchingFunc, handler network.StreamHandler) {
+func (h *simHost) SetStreamHandlerMatch(pid protocol.ID, match func(protocol.ID) bool, handler network.StreamHandler) {
 	h.Host.SetStreamHandlerMatch(pid, match, func(s network.Stream) { handler(h.wrap(s)) })
 }
 
@@ -121,44 +121,177 @@ func (h *simHost) wrap(s network.Stream) network.Stream {
 	return &simStream{Stream: s, t: h.t, local: h.ID()}
 }
 
-// simStream counts writes and emulates loss. libp2p runs over reliable
-// transports (TCP, QUIC), so an application never sees a lost packet, only
-// its retransmission: a write whose packets (1460 bytes each) include a
-// lost one is held back one retransmission timeout, max(200 ms, RTT) plus
-// the link's RTT, and so is everything queued behind it on the stream
-// (head-of-line blocking), as on a TCP connection.
+// simStream delays, counts and (optionally) loses the writes of one
+// stream end. The delay is the link's one-way latency, applied as a
+// pipeline: Write queues the bytes with their arrival time and returns, and
+// a pump goroutine hands them to the mocknet stream when they are due, in
+// order. (Mocknet's own latency makes each write of 256 bytes or more wait
+// out the whole latency before the next one may start, so a stream carries
+// one message per latency — a gossipsub stream under 200 nodes' heartbeats
+// falls hopelessly behind, which no TCP connection would.) The queue holds
+// at most simWindow writes, as a TCP window would. Mocknet still applies
+// the link's bandwidth.
+//
+// Loss: libp2p runs over reliable transports (TCP, QUIC), so an
+// application never sees a lost packet, only its retransmission: a write
+// whose packets (1460 bytes each) include a lost one arrives one
+// retransmission timeout later, max(200 ms, RTT) + RTT, and so does
+// everything behind it on the stream (head-of-line blocking).
 type simStream struct {
 	network.Stream
-	t       *traffic
-	local   peer.ID
-	once    sync.Once
+	t     *traffic
+	local peer.ID
+
+	// mu guards the fields below and is held by Write while it waits for
+	// room in the window (keeping writes in order). The pump never takes
+	// it.
+	mu      sync.Mutex
 	counter *trafficCounter
+	latency time.Duration
+	queue   chan queuedWrite // nil until the first write
+	closed  bool             // no more writes (Close, CloseWrite or Reset)
+	lastDue time.Time
+	// failed is closed by the pump when the stream broke, after setting
+	// err; flushed when the pump ends.
+	failed, flushed chan struct{}
+	err             error
 }
 
-const tcpPayloadBytes = 1460
+type queuedWrite struct {
+	b   []byte
+	due time.Time
+}
+
+const (
+	tcpPayloadBytes = 1460
+	simWindow       = 64
+)
+
+// start sets the stream end up at its first write; s.mu is held.
+func (s *simStream) start() {
+	s.counter = s.t.counters[classOf(s.Stream.Protocol())]
+	s.counter.streams.Add(1)
+	if c := s.Conn(); c != nil {
+		s.latency = s.t.latency(s.local, c.RemotePeer())
+	}
+	s.queue = make(chan queuedWrite, simWindow)
+	s.failed = make(chan struct{})
+	s.flushed = make(chan struct{})
+	go s.pump()
+}
 
 func (s *simStream) Write(p []byte) (int, error) {
-	s.once.Do(func() {
-		c := s.t.counters[classOf(s.Stream.Protocol())]
-		c.streams.Add(1)
-		s.counter = c
-	})
-	if s.t.loss > 0 && len(p) > 0 {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	b := append([]byte(nil), p...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, network.ErrReset
+	}
+	if s.queue == nil {
+		s.start()
+	}
+	due := time.Now().Add(s.latency)
+	if s.t.loss > 0 {
 		packets := float64((len(p) + tcpPayloadBytes - 1) / tcpPayloadBytes)
 		if rand.Float64() < 1-math.Pow(1-s.t.loss, packets) {
 			s.counter.lossDelays.Add(1)
-			rtt := 2 * s.t.latency(s.local, s.Conn().RemotePeer())
-			rto := max(200*time.Millisecond, rtt) + rtt
-			timer := time.NewTimer(rto)
+			rtt := 2 * s.latency
+			due = due.Add(max(200*time.Millisecond, rtt) + rtt)
+		}
+	}
+	if due.Before(s.lastDue) {
+		due = s.lastDue // in order, as on one connection
+	}
+	s.lastDue = due
+	select {
+	case s.queue <- queuedWrite{b: b, due: due}:
+	case <-s.failed:
+		return 0, s.err
+	case <-s.t.done:
+		return 0, network.ErrReset
+	}
+	s.counter.writes.Add(1)
+	s.counter.bytes.Add(uint64(len(p)))
+	return len(p), nil
+}
+
+// pump delivers queued writes when they are due, until the queue is closed
+// (everything delivered), the stream breaks, or the simulation ends.
+func (s *simStream) pump() {
+	defer close(s.flushed)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var w queuedWrite
+		var ok bool
+		select {
+		case w, ok = <-s.queue:
+			if !ok {
+				return
+			}
+		case <-s.t.done:
+			return
+		}
+		if d := time.Until(w.due); d > 0 {
+			timer.Reset(d)
 			select {
 			case <-timer.C:
 			case <-s.t.done:
-				timer.Stop()
+				return
 			}
 		}
+		if _, err := s.Stream.Write(w.b); err != nil {
+			s.err = err
+			close(s.failed)
+			return
+		}
 	}
-	n, err := s.Stream.Write(p)
-	s.counter.writes.Add(1)
-	s.counter.bytes.Add(uint64(n))
-	return n, err
+}
+
+// finish stops further writes and, unless reset, waits until the queued
+// ones are delivered (or the stream broke, or the simulation ended).
+func (s *simStream) finish(reset bool) {
+	s.mu.Lock()
+	flushed := s.flushed
+	if !s.closed {
+		s.closed = true
+		if s.queue != nil {
+			close(s.queue)
+		}
+	}
+	s.mu.Unlock()
+	if reset || flushed == nil {
+		return
+	}
+	select {
+	case <-flushed:
+	case <-s.t.done:
+	}
+}
+
+func (s *simStream) CloseWrite() error {
+	s.finish(false)
+	return s.Stream.CloseWrite()
+}
+
+func (s *simStream) Close() error {
+	s.finish(false)
+	return s.Stream.Close()
+}
+
+// Reset resets the mocknet stream first: that fails a pump blocked on a
+// peer that does not read, which frees a Write waiting for the window.
+func (s *simStream) Reset() error {
+	err := s.Stream.Reset()
+	s.finish(true)
+	return err
+}
+
+func (s *simStream) ResetWithError(code network.StreamErrorCode) error {
+	err := s.Stream.ResetWithError(code)
+	s.finish(true)
+	return err
 }

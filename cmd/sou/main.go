@@ -50,7 +50,7 @@ func newRootCmd() *cobra.Command {
 		Use:   "testnet",
 		Short: "Simulated web and test networks on this machine",
 	}
-	testnet.AddCommand(newTestnetWebCmd(), newTestnetRunCmd(), newTestnetUpCmd())
+	testnet.AddCommand(newTestnetWebCmd(), newTestnetRunCmd(), newTestnetUpCmd(), newTestnetSimCmd())
 	root.AddCommand(newNodeCmd(), newSearchCmd(), newCrawlCmd(), newStatusCmd(), newPeersCmd(), newExportCmd(), testnet)
 	return root
 }
