@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,11 @@ func (n *Node) Handler() http.Handler {
 	// from beyond loopback without one.
 	mux.HandleFunc("POST /api/crawl", n.mutating(n.handleCrawl))
 	mux.HandleFunc("GET /api/export/warc", n.private(n.handleWARC))
+	// Go's profiles (heap, CPU, goroutines), behind the same rule as
+	// status: what a node spends its memory on is measured, not guessed.
+	mux.HandleFunc("GET /debug/pprof/", n.private(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/profile", n.private(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/trace", n.private(pprof.Trace))
 	n.registerUI(mux)
 	// A known route asked with the wrong method is a 405 (the catch-all
 	// below would otherwise shadow the mux's own 405 with a 404).
