@@ -158,8 +158,15 @@ func (n *Node) flushReplicas(ctx context.Context) {
 			}
 		}
 	}()
+	// Fetch markers and sitemaps of one peer travel together.
+	for p := range maps {
+		if _, ok := markers[p]; !ok {
+			markers[p] = nil
+		}
+	}
 	for p, ms := range markers {
-		b, err := encodeGob(pagesMsg{Fetched: ms})
+		ss := maps[p]
+		b, err := encodeGob(pagesMsg{Fetched: ms, Sitemaps: ss})
 		if err == nil {
 			err = n.net.Send(ctx, p, topicReplica, b)
 		}
@@ -167,18 +174,6 @@ func (n *Node) flushReplicas(ctx context.Context) {
 			r.mu.Lock()
 			if n.isMember(p) {
 				r.markers[p] = append(ms, r.markers[p]...)
-			}
-			r.mu.Unlock()
-		}
-	}
-	for p, ss := range maps {
-		b, err := encodeGob(pagesMsg{Sitemaps: ss})
-		if err == nil {
-			err = n.net.Send(ctx, p, topicReplica, b)
-		}
-		if err != nil {
-			r.mu.Lock()
-			if n.isMember(p) {
 				r.maps[p] = append(ss, r.maps[p]...)
 			}
 			r.mu.Unlock()

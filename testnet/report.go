@@ -3,9 +3,11 @@ package testnet
 import (
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"time"
 
+	"sou/search"
 	"sou/testnet/simweb"
 )
 
@@ -293,4 +295,30 @@ func fetchesFrom(reqs []simweb.Request) []fetch {
 		}
 	}
 	return out
+}
+
+// observe counts one search answer of the query phase (coverage, empty
+// answers) and returns its result URLs in order.
+func (sr *SearchReport) observe(resp *search.Response) []string {
+	if resp.Coverage.Asked > 0 {
+		sr.CoverageMin = min(sr.CoverageMin, float64(resp.Coverage.Answered)/float64(resp.Coverage.Asked))
+	}
+	if len(resp.Results) == 0 {
+		sr.ZeroResults++
+	}
+	top := make([]string, 0, len(resp.Results))
+	for _, r := range resp.Results {
+		top = append(top, r.URL)
+	}
+	return top
+}
+
+// compareTops clears RankConsistent when the nodes asked one query did not
+// all return the same top list.
+func (sr *SearchReport) compareTops(tops [][]string) {
+	for _, t := range tops[1:] {
+		if !slices.Equal(t, tops[0]) {
+			sr.RankConsistent = false
+		}
+	}
 }

@@ -514,23 +514,9 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 			mu.Lock()
 			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 			mu.Unlock()
-			if resp.Coverage.Asked > 0 {
-				sr.CoverageMin = min(sr.CoverageMin, float64(resp.Coverage.Answered)/float64(resp.Coverage.Asked))
-			}
-			if len(resp.Results) == 0 {
-				sr.ZeroResults++
-			}
-			var top []string
-			for _, r := range resp.Results {
-				top = append(top, r.URL)
-			}
-			tops = append(tops, top)
+			tops = append(tops, sr.observe(&resp))
 		}
-		for _, t := range tops[1:] {
-			if strings.Join(t, "\n") != strings.Join(tops[0], "\n") {
-				sr.RankConsistent = false
-			}
-		}
+		sr.compareTops(tops)
 	}
 	sort.Float64s(lat)
 	sr.LatenciesMS = lat

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -822,23 +821,9 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 			q.Searches++
 			asked += resp.Coverage.Asked
-			if resp.Coverage.Asked > 0 {
-				sr.CoverageMin = min(sr.CoverageMin, float64(resp.Coverage.Answered)/float64(resp.Coverage.Asked))
-			}
-			if len(resp.Results) == 0 {
-				sr.ZeroResults++
-			}
-			var top []string
-			for _, r := range resp.Results {
-				top = append(top, r.URL)
-			}
-			tops = append(tops, top)
+			tops = append(tops, sr.observe(resp))
 		}
-		for _, t := range tops[1:] {
-			if strings.Join(t, "\n") != strings.Join(tops[0], "\n") {
-				sr.RankConsistent = false
-			}
-		}
+		sr.compareTops(tops)
 	}
 	after := s.traffic.snapshot()
 	sort.Float64s(lat)

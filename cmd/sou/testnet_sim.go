@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -70,10 +69,7 @@ fan-out cost and latency) and exits 1 when the report is not ok.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				if err := enc.Encode(rep); err != nil {
+				if err := writeReportJSON(out, rep); err != nil {
 					return err
 				}
 			} else {
