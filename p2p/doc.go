@@ -50,7 +50,12 @@
 // published every HeartbeatInterval on the GossipSub topic
 // "sou/<network>/members/1" (signed by the origin, validated: size-capped,
 // decoded, rate-limited per origin) carrying addresses and Load. A member
-// silent for MemberTimeout is dropped; a node that closes cleanly publishes a
+// silent for MemberTimeout is dropped, and every connection to it is
+// closed: a member killed and restarted within seconds leaves a dead QUIC
+// connection behind, on which gossipsub would keep respawning its writer
+// until it gives up on the peer for good (pubsub.MaxBackoffAttempts) and the
+// two views stay split; closing resets gossipsub for the peer, which
+// reconnects. A node that closes cleanly publishes a
 // "leaving" heartbeat and is dropped at once. Every change is a
 // MemberEvent (Joined, Left) on Events(), queued without bound so nothing is
 // lost to a slow reader. Presets: LAN 500 ms / 3 s, WAN 5 s / 30 s.
