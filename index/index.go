@@ -319,7 +319,11 @@ func (ix *Index) pendingDocs() int {
 func (ix *Index) publish() {
 	ix.metaMu.Lock()
 	ix.pub = ix.st
-	ix.pubPend = ix.pendingDocs() + len(ix.reindex)
+	// Every docID from the watermark on is stored but not searchable yet:
+	// the buffer's docs, and those of a flush in progress, which are no
+	// longer in the buffer (counting only the buffer let a node report
+	// itself idle in the middle of a flush).
+	ix.pubPend = int(ix.st.NextDoc-ix.st.Flushed) + len(ix.reindex)
 	ix.metaMu.Unlock()
 }
 
