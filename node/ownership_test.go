@@ -1,10 +1,14 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"sou/p2p"
 )
 
 func TestSettling(t *testing.T) {
@@ -67,5 +71,51 @@ func TestSettling(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecentMembersHoldTheirHosts: a member remembered from the last run,
+// or one that just left, keeps its hosts from being crawled here until it
+// is seen again or its grace period ends; the membership is written to
+// Badger so that a restart remembers it.
+func TestRecentMembersHoldTheirHosts(t *testing.T) {
+	n, _ := newHandlerNode(t, testConfig(t))
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A host the other member would own.
+	var host string
+	for i := 0; host == ""; i++ {
+		h := fmt.Sprintf("h%d.example", i)
+		if p2p.OwnerOf([]peer.ID{n.net.ID(), other}, h) == other {
+			host = h
+		}
+	}
+	if !n.ownsAmongRecent(host) {
+		t.Fatal("alone, the node must own every host")
+	}
+	n.memberEvent(other, true) // joined: remembered on disk
+	n.recent.grace = 300 * time.Millisecond
+	n.memberEvent(other, false) // left: held for the grace period
+	if n.ownsAmongRecent(host) {
+		t.Fatal("a member that just left still holds its hosts during the grace period")
+	}
+	time.Sleep(400 * time.Millisecond)
+	if !n.ownsAmongRecent(host) {
+		t.Fatal("the grace period ended, the host is this node's")
+	}
+	// What a restart would read: joined members are on disk, left ones not.
+	n.memberEvent(other, true)
+	n.recent.until = nil
+	if err := n.loadRemembered(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n.ownsAmongRecent(host) {
+		t.Fatal("after a restart, a remembered member holds its hosts")
 	}
 }
