@@ -72,7 +72,12 @@
 // A timeout also buys the server at least as much rest as it made us wait,
 // so that its still-running handler never overlaps our next request.
 // The optional Sink method MayFetch(host) pauses a host (ownership moving):
-// its slot is released unused and asked again after 500 ms.
+// its slot is released unused and asked again after 500 ms. The optional
+// FetchedSink and SitemapSink hear of URLs settled without a page and of
+// every sitemap read with the URLs it listed, so a node can tell its
+// replicas. Sitemap progress (read and pending sitemaps) is kept in the
+// host record: a restart continues the host's sitemaps instead of reading
+// them again, and NoteSitemaps hands in what a previous owner read.
 //
 // Redirect targets, canonical and refresh URLs go through the seen set like
 // any link, so redirect chains end at a URL already seen (and at MaxDepth).
