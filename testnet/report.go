@@ -322,3 +322,26 @@ func (sr *SearchReport) compareTops(tops [][]string) {
 		}
 	}
 }
+
+// quietDetector decides when a crawl has finished: every node idle and the
+// web's request count unchanged for quietFor (a node between two requests
+// of a slow host can look idle for a moment).
+type quietDetector struct {
+	since    time.Time
+	lastReqs int
+}
+
+const quietFor = 2 * time.Second
+
+func newQuietDetector() *quietDetector { return &quietDetector{lastReqs: -1} }
+
+func (q *quietDetector) done(allIdle bool, reqs int, now time.Time) bool {
+	if !allIdle || reqs != q.lastReqs {
+		q.since, q.lastReqs = time.Time{}, reqs
+		return false
+	}
+	if q.since.IsZero() {
+		q.since = now
+	}
+	return now.Sub(q.since) >= quietFor
+}

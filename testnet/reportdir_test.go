@@ -93,3 +93,26 @@ func TestPagesChartManyNodes(t *testing.T) {
 		t.Fatalf("total pages %v, want 40", last)
 	}
 }
+
+func TestQuietDetector(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	q := newQuietDetector()
+	steps := []struct {
+		idle bool
+		reqs int
+		at   time.Duration
+		want bool
+	}{
+		{true, 10, 0, false},                       // first sight of the count
+		{true, 10, time.Second, false},             // quiet, not long enough
+		{true, 11, 2 * time.Second, false},         // a request: start over
+		{false, 11, 3 * time.Second, false},        // a node busy: start over
+		{true, 11, 4 * time.Second, false},         // quiet from here
+		{true, 11, 4*time.Second + quietFor, true}, // long enough
+	}
+	for i, s := range steps {
+		if got := q.done(s.idle, s.reqs, t0.Add(s.at)); got != s.want {
+			t.Fatalf("step %d: done %v, want %v", i, got, s.want)
+		}
+	}
+}

@@ -378,8 +378,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 	prog := newProgress(web.Truth())
 	start := time.Now()
 	deadline := start.Add(cfg.Timeout)
-	idleSince := time.Time{}
-	lastReqs := -1
+	quiet := newQuietDetector()
 	lastProgress := time.Time{}
 	for {
 		select {
@@ -455,7 +454,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) and restarted at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
 			logf("node %d killed and restarted", victim.Index)
 		}
-		allIdle := true
+		allIdle := restarting == nil
 		for _, p := range l.live() {
 			st, err := p.status(ctx)
 			if err != nil || !st.Idle {
@@ -463,15 +462,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 				break
 			}
 		}
-		if !allIdle || reqs != lastReqs || restarting != nil {
-			idleSince = time.Time{}
-			lastReqs = reqs
-			continue
-		}
-		if idleSince.IsZero() {
-			idleSince = time.Now()
-		}
-		if time.Since(idleSince) >= 2*time.Second {
+		if quiet.done(allIdle, reqs, time.Now()) {
 			logf("%5.1fs  crawl finished: %d/%d required pages, %d requests", time.Since(start).Seconds(), fetched, expected, reqs)
 			return nil
 		}

@@ -668,8 +668,7 @@ func (s *simulation) crawl(ctx context.Context, rep *Report, sec *SimSection) er
 		nextChurn = start.Add(churnEvery)
 	}
 	leaveNext := true
-	idleSince := time.Time{}
-	lastReqs := -1
+	quiet := newQuietDetector()
 	lastProgress := time.Time{}
 	for {
 		select {
@@ -723,15 +722,7 @@ func (s *simulation) crawl(ctx context.Context, rep *Report, sec *SimSection) er
 				break
 			}
 		}
-		if !allIdle || reqs != lastReqs {
-			idleSince = time.Time{}
-			lastReqs = reqs
-			continue
-		}
-		if idleSince.IsZero() {
-			idleSince = time.Now()
-		}
-		if time.Since(idleSince) >= 2*time.Second {
+		if quiet.done(allIdle, reqs, time.Now()) {
 			s.logf("%6.1fs  crawl finished: %d/%d required pages, %d requests", time.Since(start).Seconds(), fetched, expected, reqs)
 			return nil
 		}
