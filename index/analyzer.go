@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -43,7 +44,8 @@ var (
 )
 
 // SharedAnalyzer returns the process's one gojieba-backed analyzer. The
-// dictionary (about 30 MB in memory, half a second to load) is loaded on the
+// dictionary (about 116 MB of C memory, half a second to load: cppjieba's
+// trie of 349,000 words is most of a node's memory floor) is loaded on the
 // first call from gojieba's default paths (gojieba.DICT_PATH etc., inside the
 // module cache). cppjieba's Cut and CutForSearch are const methods over a
 // read-only trie, so one instance serves all goroutines without a lock; we
@@ -68,9 +70,34 @@ func SharedAnalyzer() *Analyzer {
 				return
 			}
 		}
+		// The IDF table (6 MB of text, 16 MB in memory) serves only
+		// gojieba's keyword extraction, which sou never calls: load a
+		// one-word table in its place.
+		if idf, err := oneWordIDF(); err == nil {
+			paths[3] = idf
+			defer os.Remove(idf)
+		}
 		sharedAnalyzer = &Analyzer{jieba: gojieba.NewJieba(paths...)}
 	})
 	return sharedAnalyzer
+}
+
+// oneWordIDF writes the smallest IDF table cppjieba accepts (it asserts a
+// positive average) to a temporary file, read once by NewJieba.
+func oneWordIDF() (string, error) {
+	f, err := os.CreateTemp("", "sou-idf-*.utf8")
+	if err != nil {
+		return "", fmt.Errorf("temporary IDF table: %w", err)
+	}
+	_, err = f.WriteString("sou 1.0\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("temporary IDF table: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // singleRunes stands in for gojieba when the dictionary is missing: every

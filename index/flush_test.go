@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -261,5 +262,22 @@ func TestPutBatchMatchesPuts(t *testing.T) {
 	defer ix2.Close()
 	if err := ix2.PutBatch(ctx, bad); err == nil {
 		t.Error("PutBatch accepted a document without URL")
+	}
+}
+
+func TestNextFlushWait(t *testing.T) {
+	for _, tc := range []struct {
+		interval, took, want time.Duration
+	}{
+		{time.Second, 0, time.Second},
+		{time.Second, 100 * time.Millisecond, time.Second},
+		{time.Second, 250 * time.Millisecond, time.Second},
+		{time.Second, 500 * time.Millisecond, 2 * time.Second},
+		{3 * time.Second, time.Second, 4 * time.Second},
+		{time.Second, time.Minute, 10 * time.Second},
+	} {
+		if got := nextFlushWait(tc.interval, tc.took); got != tc.want {
+			t.Errorf("nextFlushWait(%v, %v) = %v, want %v", tc.interval, tc.took, got, tc.want)
+		}
 	}
 }

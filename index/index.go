@@ -29,7 +29,7 @@ var ErrClosed = errors.New("index: closed")
 // Options configures an Index.
 type Options struct {
 	FlushDocs     int           // docs buffered before a postings flush
-	FlushInterval time.Duration // a non-empty buffer is flushed at least this often (0 = only by FlushDocs/Flush)
+	FlushInterval time.Duration // a non-empty buffer is flushed this often, or up to 10× less often when flushes are slow (0 = only by FlushDocs/Flush)
 	MaxBodyBytes  int           // body text stored and indexed per page
 	MaxRawBytes   int           // raw bytes stored per page (the cached copy)
 	// FlushBytes also starts a flush when the buffered postings reach
@@ -254,11 +254,10 @@ func (ix *Index) load() error {
 
 func (ix *Index) flushLoop() {
 	defer close(ix.done)
-	interval := ix.opt.FlushInterval
-	if interval <= 0 {
-		interval = 24 * time.Hour // flush on kicks only
+	t := time.NewTimer(ix.opt.FlushInterval)
+	if ix.opt.FlushInterval <= 0 {
+		t.Stop() // flush on kicks only
 	}
-	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -267,10 +266,32 @@ func (ix *Index) flushLoop() {
 		case <-t.C:
 		case <-ix.kick:
 		}
+		start := time.Now()
 		if err := ix.flush(context.Background(), false); err != nil && !errors.Is(err, ErrClosed) {
 			ix.log.Error("index: background flush", "err", err)
 		}
+		if ix.opt.FlushInterval > 0 {
+			t.Reset(nextFlushWait(ix.opt.FlushInterval, time.Since(start)))
+		}
 	}
+}
+
+// flushShare is the most of its wall time the background flusher may
+// spend flushing.
+const flushShare = 0.2
+
+// nextFlushWait is the time until the next timed flush after one that
+// took took. A flush rewrites the tail block of every term it touches, so
+// its cost grows with the terms of a batch, not its documents: on a
+// loaded node (flushes of hundreds of milliseconds, measured on the
+// corpus) flushing every interval would spend most of the indexing CPU
+// on rewriting tails, while waiting longer batches more documents per
+// term. The wait stretches so that flushing takes at most flushShare of
+// the time, up to ten intervals: a page is searchable at most that long
+// after it was stored (FlushDocs and FlushBytes still flush sooner).
+func nextFlushWait(interval, took time.Duration) time.Duration {
+	wait := time.Duration(float64(took) * (1 - flushShare) / flushShare)
+	return min(max(wait, interval), 10*interval)
 }
 
 // Close flushes pending documents and stops the flusher. The Badger DB
