@@ -36,8 +36,8 @@ type SouEngine struct {
 }
 
 // OpenSou opens an empty (or existing) sou index in dir with the options
-// a node uses (index.DefaultOptions).
-func OpenSou(dir string) (*SouEngine, error) { return OpenSouWith(dir, index.DefaultOptions()) }
+// a node uses (node.IndexOptions).
+func OpenSou(dir string) (*SouEngine, error) { return OpenSouWith(dir, node.IndexOptions()) }
 
 // OpenSouWith opens a sou index in dir with opts.
 func OpenSouWith(dir string, opts index.Options) (*SouEngine, error) {

@@ -82,7 +82,7 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 	if err != nil {
 		return CrawlResult{}, err
 	}
-	ix, err := index.Open(db, index.DefaultOptions(), log)
+	ix, err := index.Open(db, node.IndexOptions(), log)
 	if err != nil {
 		_ = db.Close()
 		return CrawlResult{}, fmt.Errorf("open sou index: %w", err)

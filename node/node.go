@@ -79,13 +79,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	}
 	defer closeOnErr(n.db.Close)
 
-	// Rarer postings flushes: the flush is most of the indexing cost
-	// (BENCHMARKS.md), and a page becomes searchable at most this long after
-	// it was stored. FlushDocs stays at the default: the buffered postings
-	// are the largest item of a node's memory.
-	iopts := index.DefaultOptions()
-	iopts.FlushInterval = 3 * time.Second
-	n.ix, err = index.Open(n.db, iopts, log.With("component", "index"))
+	n.ix, err = index.Open(n.db, IndexOptions(), log.With("component", "index"))
 	if err != nil {
 		return nil, fmt.Errorf("open index: %w", err)
 	}

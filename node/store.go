@@ -12,6 +12,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"sou/index"
 )
 
 // openDB opens the node's one Badger database under dataDir/db with
@@ -74,6 +76,18 @@ func BadgerOptions(dir string) badger.Options {
 		WithCompression(options.Snappy).
 		WithNumCompactors(2).
 		WithDetectConflicts(false)
+}
+
+// IndexOptions are a node's index settings; benchmarks use them too.
+// Rarer postings flushes than the index's default: the flush is most of
+// the indexing cost (BENCHMARKS.md), and a page becomes searchable at most
+// this long after it was stored (longer when flushes are slow, see
+// index.Options.FlushInterval). FlushDocs stays at the default: the
+// buffered postings are the largest item of a node's memory.
+func IndexOptions() index.Options {
+	o := index.DefaultOptions()
+	o.FlushInterval = 3 * time.Second
+	return o
 }
 
 // runValueLogGC reclaims value-log space left by deleted and rewritten pages
