@@ -52,7 +52,11 @@
 // page stored since the last one (the site's crawl has quieted down);
 // Flush and Close re-index everything, and Stats.Pending counts the pages
 // waiting. On a link-dense site this turns one re-index per page per flush
-// into about one per page.
+// into about one per page. While pages keep arriving, a flush re-indexes
+// at most half as many pages as it has new ones (at least 256), oldest
+// change first: in a long crawl anchors trickle in for as long as linking
+// pages are fetched, and without that budget re-indexing doubled the
+// indexing work of a 100,000-page crawl.
 //
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at

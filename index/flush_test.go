@@ -281,3 +281,40 @@ func TestNextFlushWait(t *testing.T) {
 		}
 	}
 }
+
+func TestReindexDue(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	waiting := map[string]time.Time{}
+	for i := range 1000 {
+		waiting[fmt.Sprintf("http://h/%04d", i)] = t0.Add(time.Duration(i) * time.Second)
+	}
+	for _, tc := range []struct {
+		name      string
+		due       time.Time
+		all       bool
+		puts      int
+		wantN     int
+		wantFirst string
+	}{
+		{"nothing due", t0.Add(-time.Second), false, 10, 0, ""},
+		{"due within budget", t0.Add(99 * time.Second), false, 1000, 100, "http://h/0000"},
+		{"minimum budget", t0.Add(999 * time.Second), false, 10, reindexMin, "http://h/0000"},
+		{"budget is a share of new pages", t0.Add(999 * time.Second), false, 1200, 600, "http://h/0000"},
+		{"quiet flush takes all", t0.Add(-time.Hour), true, 0, 1000, "http://h/0000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := reindexDue(waiting, tc.due, tc.all, tc.puts)
+			if len(got) != tc.wantN {
+				t.Fatalf("%d pages picked, want %d", len(got), tc.wantN)
+			}
+			if tc.wantN > 0 && got[0] != tc.wantFirst {
+				t.Errorf("first %s, want %s", got[0], tc.wantFirst)
+			}
+			for i := 1; i < len(got); i++ {
+				if waiting[got[i]].Before(waiting[got[i-1]]) {
+					t.Fatalf("not oldest first at %d", i)
+				}
+			}
+		})
+	}
+}

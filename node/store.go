@@ -63,9 +63,14 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 // without ZSTD's encoder history buffers. The block cache holds
 // decompressed blocks (Badger needs one when compression is on), kept
 // small because postings and frontier reads mostly hit the memtables and
-// the index's own tail cache.
+// the index's own tail cache. Every table the same size (Badger doubles
+// them at each level below the base one): a table builder holds about
+// twice its table in memory, and a heap profile at 45,000 pages showed
+// 230 MB in compaction builders for 32–64 MB tables, and a quarter of the
+// CPU in the garbage collector trying to keep under the memory limit.
+// More, smaller files in the deepest levels cost little.
 func BadgerOptions(dir string) badger.Options {
-	return badger.DefaultOptions(dir).
+	o := badger.DefaultOptions(dir).
 		WithLogger(nil).
 		WithMemTableSize(16 << 20).
 		WithNumMemtables(3).
@@ -76,6 +81,8 @@ func BadgerOptions(dir string) badger.Options {
 		WithCompression(options.Snappy).
 		WithNumCompactors(2).
 		WithDetectConflicts(false)
+	o.TableSizeMultiplier = 1 // Badger has no With method for it
+	return o
 }
 
 // IndexOptions are a node's index settings; benchmarks use them too.
