@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +37,11 @@ type manifestMsg struct {
 }
 
 // sendManifest tells a member that joined which hosts this node is about to
-// hand over to it (possibly none), so that it waits for their crawl state
-// before crawling them (see settling).
+// hand over to it, so that it waits for their crawl state before crawling
+// them. It sends nothing when it has nothing to hand over and is not one
+// of the joiner's XOR neighbours (sendsManifest), or when this node's view
+// has not settled yet (watchMembers calls again once it has); see
+// settling for why.
 func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
 	hosts, err := n.crawler.Hosts(ctx)
 	if err != nil {
@@ -50,6 +54,12 @@ func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
 			moving = append(moving, h)
 		}
 	}
+	if len(moving) == 0 && time.Now().Before(n.settle.viewSettledAt()) {
+		return
+	}
+	if !sendsManifest(n.net.ID(), to, n.memberIDs(), len(moving)) {
+		return
+	}
 	b, err := encodeGob(manifestMsg{Hosts: moving})
 	if err == nil {
 		err = n.net.Send(ctx, to, topicManifest, b)
@@ -57,6 +67,28 @@ func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
 	if err != nil && ctx.Err() == nil {
 		n.log.Warn("handoff manifest", "to", to, "err", err)
 	}
+}
+
+// sendSettledManifests looks again at the joiners met while this node's
+// view was settling: those it is a neighbour of by the settled view get
+// their manifest now.
+func (n *Node) sendSettledManifests(ctx context.Context, joiners []peer.ID) {
+	members := n.memberIDs()
+	for _, j := range joiners {
+		if slices.Contains(members, j) && sendsManifest(n.net.ID(), j, members, 0) {
+			go n.sendManifest(ctx, j)
+		}
+	}
+}
+
+// memberIDs is this node's view, itself included.
+func (n *Node) memberIDs() []peer.ID {
+	members := n.net.Members()
+	ids := make([]peer.ID, len(members))
+	for i, m := range members {
+		ids[i] = m.ID
+	}
+	return ids
 }
 
 func (n *Node) receiveManifest(_ context.Context, from peer.ID, payload []byte) error {

@@ -104,6 +104,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 		}
 		pcfg.PSK = psk
 	}
+	if o.p2pTune != nil {
+		o.p2pTune(&pcfg)
+	}
 	var popts []p2p.Option
 	if o.host != nil {
 		popts = append(popts, p2p.WithHost(o.host))
@@ -332,12 +335,21 @@ func (n *Node) publishLoad(ctx context.Context) {
 }
 
 // watchMembers reacts to membership changes: hosts we no longer own are
-// handed to their new owner.
+// handed to their new owner, and a joiner gets a handoff manifest when this
+// node has hosts for it or is one of its XOR neighbours (see settling).
+// Joiners met while this node's own view was still settling are looked at
+// again once it has: only then does the view say who their neighbours are.
 func (n *Node) watchMembers(ctx context.Context) {
+	var unsettled []peer.ID // joiners met before the view settled
+	var settled <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-settled:
+			settled = nil
+			n.sendSettledManifests(ctx, unsettled)
+			unsettled = nil
 		case ev, ok := <-n.net.Events():
 			if !ok {
 				return
@@ -351,7 +363,14 @@ func (n *Node) watchMembers(ctx context.Context) {
 						others = append(others, m.ID)
 					}
 				}
-				n.settle.joined(others, time.Now())
+				now := time.Now()
+				n.settle.joined(n.net.ID(), others, now)
+				if at := n.settle.viewSettledAt(); now.Before(at) {
+					unsettled = append(unsettled, ev.Member.ID)
+					if settled == nil {
+						settled = time.After(at.Sub(now))
+					}
+				}
 				go n.sendManifest(ctx, ev.Member.ID)
 				n.memberEvent(ev.Member.ID, true)
 			case p2p.Left:

@@ -6,6 +6,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"sou/crawl"
+	"sou/p2p"
 )
 
 // nodeOptions are New's optional settings; the zero value is a node of the
@@ -14,6 +15,7 @@ type nodeOptions struct {
 	host      host.Host
 	inMemory  bool
 	crawlTune func(*crawl.Config)
+	p2pTune   func(*p2p.Config)
 }
 
 // Option customises New.
@@ -36,6 +38,13 @@ func WithInMemoryStore() Option { return func(o *nodeOptions) { o.inMemory = tru
 // fetch timeouts instead of the LAN testnet's).
 func WithCrawlConfig(tune func(*crawl.Config)) Option {
 	return func(o *nodeOptions) { o.crawlTune = tune }
+}
+
+// WithP2PConfig lets the caller adjust the p2p configuration after New has
+// derived it from Config (the WAN simulator stretches the membership
+// heartbeat with the number of nodes sharing its one process).
+func WithP2PConfig(tune func(*p2p.Config)) Option {
+	return func(o *nodeOptions) { o.p2pTune = tune }
 }
 
 // InMemoryBadgerOptions are a simulated node's Badger settings: in memory,

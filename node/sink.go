@@ -47,14 +47,21 @@ func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
 // this node owns becomes the anchor field of their targets; links to other
 // hosts carry their anchors with the forwarded URL. Same-host anchors count
 // too: on documentation sites they are the best description of a page.
+//
+// Store returns once the host's other live replicas acknowledged the page
+// (or the marker of a page not indexed), or after ReplicaWaitMax: group
+// commit, see replicator. It runs on the crawler's processing workers,
+// which may block (the crawler's Sink contract asks Store to be durable
+// when it returns); a cancelled ctx ends the wait with an error, and the
+// crawler then processes the page again after a restart (Store is
+// idempotent).
 func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	n := s.n
 	n.metrics.observeFetch(p)
 	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
 		// Not indexed, but fetched: the replicas must know, or a takeover
 		// would fetch it again.
-		n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL})
-		return nil
+		return n.awaitReplicas(ctx, n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL}))
 	}
 	if len(n.net.Members()) > 1 {
 		winner, err := n.net.Claim(ctx, p.ContentHash[:], p.URL)
@@ -71,15 +78,21 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
 		}
 		if winner != p.URL {
-			n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL})
-			return nil
+			return n.awaitReplicas(ctx, n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL}))
 		}
 	}
 	doc := DocumentFromPage(p)
+	// Queued (and the sender kicked) before indexing here, so that the
+	// delivery to the replicas overlaps the local write. Should that write
+	// fail, the crawler calls Store again, and the replicas take the page
+	// twice (Put is idempotent).
+	commits := n.replicate(doc)
+	if len(commits) > 0 {
+		n.repl.kickNow()
+	}
 	if err := n.ix.Put(ctx, doc); err != nil {
 		return fmt.Errorf("index %s: %w", p.URL, err)
 	}
-	n.replicate(doc)
 	anchors := map[string][]string{}
 	for _, l := range p.Links {
 		if l.Anchor == "" || l.NoFollow {
@@ -92,11 +105,22 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			anchors[l.URL] = append(anchors[l.URL], l.Anchor)
 		}
 	}
-	return n.addAnchors(ctx, anchors)
+	if err := n.addAnchors(ctx, anchors); err != nil {
+		return err
+	}
+	// Group commit: the page counts as stored once the replica that would
+	// take its host over holds it (see replicator).
+	return n.awaitReplicas(ctx, commits)
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
-// Sitemaps come through SitemapRead, with what they listed.
+// Sitemaps come through SitemapRead, with what they listed. The crawler
+// calls it from its fetch workers and it must not block, so it does not
+// wait for the acknowledgement like Store; the marker leaves with the next
+// page stored or within replicaFlushEvery (300 ms, well inside the
+// testnet's settleBound). It does not kick the sender: nobody waits for
+// the marker, and half the requests of a crawl can end without a page
+// (redirects, 404s), so a message each would double the messages.
 func (s *sink) Fetched(host, url string, sitemap bool) {
 	if !sitemap {
 		s.n.replicateFetched(fetchedMarker{Host: host, URL: url})

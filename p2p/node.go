@@ -326,6 +326,7 @@ func (n *Node) startRest(ctx context.Context) error {
 	n.kad = kad
 
 	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
+		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
 		pubsub.WithPeerExchange(true),
 	)
@@ -359,6 +360,24 @@ func (n *Node) startRest(ctx context.Context) error {
 	n.goLoop(func() { n.bootstrap(boot) })
 	n.startPendingSenders()
 	return nil
+}
+
+// gossipParams tunes gossipsub for sou's one topic, the membership
+// heartbeat: small messages, one per member per heartbeatInterval, each
+// superseded by the next. The mesh (D = 6) delivers them; gossip (IHAVE)
+// only repairs what the mesh missed, and the next heartbeat repairs too.
+// So gossip goes to Dlazy (6) peers per gossipsub heartbeat, not to a
+// quarter of all connected peers (GossipFactor 0: with every member
+// connected, a quarter of N made gossip O(N) per node and O(N²) in all),
+// and the gossipsub heartbeat (mesh upkeep and gossip) runs every fifth
+// of a membership heartbeat interval, at least a second apart (its
+// default). Measured in a 128-node simulation (20 s heartbeat): pubsub
+// bytes fell from 2.2 MB to 0.33 MB per crawled page.
+func gossipParams(heartbeatInterval time.Duration) pubsub.GossipSubParams {
+	p := pubsub.DefaultGossipSubParams()
+	p.GossipFactor = 0
+	p.HeartbeatInterval = max(p.HeartbeatInterval, heartbeatInterval/5)
+	return p
 }
 
 func (n *Node) goLoop(f func()) {

@@ -64,6 +64,17 @@ func closestN(members []peer.ID, target Key, n int) []peer.ID {
 	return out
 }
 
+// ClosestMembers returns up to k of members sorted by the XOR distance of
+// their key to key, closest first, duplicates collapsed (none for k <= 0).
+// node uses it to find a joiner's XOR neighbours, the only members that
+// can hand hosts over to it (see node's settling).
+func ClosestMembers(members []peer.ID, key Key, k int) []peer.ID {
+	if k <= 0 {
+		return nil
+	}
+	return closestN(members, key, k)
+}
+
 // closestTo returns the member whose key is XOR-closest to target, or ""
 // when members is empty.
 func closestTo(members []peer.ID, target Key) peer.ID {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,5 +122,56 @@ func TestGreedyStepsAlwaysGetCloser(t *testing.T) {
 			}
 			cur = next
 		}
+	}
+}
+
+func TestClosestMembersMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	all := randomPeers(t, 40)
+	// bruteDist is the XOR distance as a big integer, independent of
+	// ownership.go's byte comparison.
+	bruteDist := func(p peer.ID, key Key) *big.Int {
+		pk := sha256.Sum256([]byte(p))
+		return new(big.Int).Xor(new(big.Int).SetBytes(pk[:]), new(big.Int).SetBytes(key[:]))
+	}
+	tests := []struct {
+		name    string
+		members []peer.ID
+		k       int
+		want    int // length of the answer
+	}{
+		{"none", nil, 3, 0},
+		{"k zero", all[:5], 0, 0},
+		{"k negative", all[:5], -1, 0},
+		{"fewer members than k", all[:3], 8, 3},
+		{"duplicates collapse", append(append([]peer.ID{}, all[:4]...), all[:4]...), 8, 4},
+		{"k of many", all, 8, 8},
+		{"all of many", all, 40, 40},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for trial := 0; trial < 50; trial++ {
+				key := PeerKey(all[rng.IntN(len(all))])
+				got := ClosestMembers(tc.members, key, tc.k)
+				if len(got) != tc.want {
+					t.Fatalf("got %d members, want %d", len(got), tc.want)
+				}
+				for i := 1; i < len(got); i++ {
+					if bruteDist(got[i-1], key).Cmp(bruteDist(got[i], key)) >= 0 {
+						t.Fatalf("answer not sorted closest first at %d", i)
+					}
+				}
+				// Nothing left out is closer than the farthest returned.
+				if len(got) == 0 {
+					continue
+				}
+				far := bruteDist(got[len(got)-1], key)
+				for _, m := range tc.members {
+					if !slices.Contains(got, m) && bruteDist(m, key).Cmp(far) < 0 {
+						t.Fatalf("%s is closer than the answer's farthest but was left out", m)
+					}
+				}
+			}
+		})
 	}
 }

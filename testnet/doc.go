@@ -9,7 +9,19 @@
 // (node.WithHost) with an in-memory Badger (node.WithInMemoryStore), its
 // own HTTP API on its own loopback address, and that address as the
 // crawler's source IP. Decisions:
-//   - Links: every pair of nodes is linked, with a one-way latency drawn
+//   - Identities: Ed25519, as real nodes have (mocknet's own GenPeer makes
+//     ECDSA P-256 keys, whose heartbeat signature checks were 13% of the
+//     CPU of a 64-node run).
+//   - Start-up: node 0 first, then the others eight at a time, each
+//     bootstrapped to node 0 and to three random nodes already running
+//     (startupPeers). The simulator connects nothing else: the DHT's
+//     bootstrap and refresh, gossipsub and sou's own protocols open the
+//     connections a node needs, as on a real network. (Connecting every
+//     pair up front made N²/2 connections serialised on mocknet's
+//     per-peer locks: 161 s at 64 nodes, not done after 8 minutes at 128.)
+//     Start-up ends when every node sees every member.
+//   - Links: every pair of nodes is linked (a link only prices a
+//     connection, it opens none), with a one-way latency drawn
 //     per pair from --latency (deterministic from the seed) and the
 //     --bandwidth cap. Mocknet applies the bandwidth; the latency is
 //     simStream's, pipelined (mocknet's own makes every write of 256 bytes
@@ -18,8 +30,16 @@
 //     converged). The web delays each
 //     response by the (node, host) entry of a C_ij matrix drawn from the
 //     same range (simweb.LatencyMatrix): half the node's own access
-//     latency, half the pair's route. Nodes use the WAN p2p preset
-//     (5 s heartbeat, 30 s member timeout).
+//     latency, half the pair's route.
+//   - Membership: the WAN p2p preset (5 s heartbeat, 30 s member timeout)
+//     up to 64 nodes; beyond, the heartbeat is stretched so that the whole
+//     network delivers at most simHeartbeatBudget (820) heartbeats per
+//     second — interval N²/820 s, timeout six intervals (20 s / 2 min at
+//     128 nodes, 49 s / 4.9 min at 200, 80 s / 8 min at 256). On a real
+//     network each node pays N/interval heartbeats on its own CPU; here one
+//     process pays N²/interval, and 128 nodes at 5 s never settled. It
+//     slows the noticing of joins and leaves, not the crawl or the
+//     searches; the report's sim section gives both values.
 //   - Loss: libp2p runs over reliable transports, so the application sees
 //     loss only as retransmission delay. simHost wraps each node's host so
 //     every stream of sou's protocols, gossipsub and the DHT is counted and
@@ -34,7 +54,11 @@
 //   - Report: the crawl section comes from the web's request log with the
 //     same checks as `sou testnet run`; network from the nodes' Status;
 //     search from a query phase run in process (node.Search) at
-//     --query-nodes nodes spread over the network. The sim section adds
+//     --query-nodes nodes spread over the network, opened by one
+//     unmeasured search per asking node (its first search opens
+//     connections to the half of the members outside its DHT routing
+//     table, which at 128+ nodes outlasted the deadline; the warm-up's
+//     coverage and time are reported). The sim section adds
 //     crawl pages/s, process RSS, heap and goroutines sampled every 2 s
 //     (and their share per live node: the nodes share one process, so a
 //     node's own use cannot be separated), index documents and postings

@@ -31,11 +31,23 @@ type Report struct {
 // listing, never from the crawlers' own counters (except errors_by_class,
 // which is the crawlers' classification of what went wrong).
 type CrawlReport struct {
-	PagesExpected        int              `json:"pages_expected"`
-	PagesFetched         int              `json:"pages_fetched"`
-	Coverage             float64          `json:"coverage"`
-	DuplicateFetches     int              `json:"duplicate_fetches"`
-	DuplicateRate        float64          `json:"duplicate_rate"`
+	PagesExpected    int     `json:"pages_expected"`
+	PagesFetched     int     `json:"pages_fetched"`
+	Coverage         float64 `json:"coverage"`
+	DuplicateFetches int     `json:"duplicate_fetches"`
+	DuplicateRate    float64 `json:"duplicate_rate"`
+	// DuplicatesInFlight are the duplicate fetches whose earlier fetch was
+	// in flight when its node was SIGKILLed (see classifyDuplicates);
+	// DuplicatesAvoidable are all the others.
+	DuplicatesInFlight  int `json:"duplicates_in_flight"`
+	DuplicatesAvoidable int `json:"duplicates_avoidable"`
+	// DuplicatesInFlightMaxPerKill is the most one kill orphaned.
+	DuplicatesInFlightMaxPerKill int `json:"duplicates_in_flight_max_per_kill"`
+	// InFlightLagMaxMS is the longest a response had been complete when the
+	// kill that orphaned it came (the bound is settleBound).
+	InFlightLagMaxMS float64 `json:"in_flight_lag_max_ms"`
+	// Kills counts the SIGKILLs sent during the crawl.
+	Kills                int              `json:"kills"`
 	RobotsViolations     int              `json:"robots_violations"`
 	PolitenessViolations int              `json:"politeness_violations"`
 	ErrorsByClass        map[string]int64 `json:"errors_by_class"`
@@ -46,6 +58,8 @@ type CrawlReport struct {
 	Missing []string `json:"missing,omitempty"`
 	// Duplicates lists (up to 20) URLs fetched more than once.
 	Duplicates []string `json:"duplicates,omitempty"`
+	// AvoidableDuplicates explains (up to 20) the avoidable ones.
+	AvoidableDuplicates []string `json:"avoidable_duplicates,omitempty"`
 	// Violations lists (up to 20) robots and politeness violations.
 	Violations []string `json:"violations,omitempty"`
 	// HostsByNode counts, per host, how many nodes fetched from it (owner
@@ -244,6 +258,9 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 			}
 		}
 	}
+	// Until classify sees the kills (the WAN simulator has no kill log),
+	// every duplicate counts as avoidable.
+	r.DuplicatesAvoidable = r.DuplicateFetches
 	if r.PagesExpected > 0 {
 		r.Coverage = float64(r.PagesFetched) / float64(r.PagesExpected)
 		r.DuplicateRate = float64(r.DuplicateFetches) / float64(r.PagesExpected)
@@ -260,6 +277,17 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 	r.Duplicates = firstSorted(dups, 20)
 	r.Violations = firstSorted(viol, 20)
 	return r
+}
+
+// classify splits the duplicate fetches into those in flight at one of
+// kills and the avoidable rest.
+func (r *CrawlReport) classify(fetches []fetch, kills []killRecord) {
+	c := classifyDuplicates(fetches, kills, settleBound)
+	r.Kills = len(kills)
+	r.DuplicatesInFlight, r.DuplicatesAvoidable = c.InFlight, c.Avoidable
+	r.DuplicatesInFlightMaxPerKill = c.InFlightMaxPerKill
+	r.InFlightLagMaxMS = round3(float64(c.LagMax.Microseconds()) / 1000)
+	r.AvoidableDuplicates = c.AvoidableExamples
 }
 
 func firstSorted(s []string, n int) []string {

@@ -2,12 +2,14 @@ package testnet
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,13 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"sou/crawl"
 	"sou/node"
+	"sou/p2p"
 	"sou/search"
 	"sou/testnet/simweb"
 )
@@ -118,6 +122,10 @@ type SimSection struct {
 	// StartupSeconds is from the first node's start until every node saw
 	// every member.
 	StartupSeconds float64 `json:"startup_seconds"`
+	// HeartbeatIntervalS and MemberTimeoutS are the nodes' membership
+	// timing (simMembership: the WAN preset, stretched with N).
+	HeartbeatIntervalS float64 `json:"heartbeat_interval_s"`
+	MemberTimeoutS     float64 `json:"member_timeout_s"`
 	// CrawlPagesPerSecond is required pages fetched per second of crawl
 	// (the crawl section's pages_per_second), and per node.
 	CrawlPagesPerSecond        float64        `json:"crawl_pages_per_second"`
@@ -184,6 +192,13 @@ type SimQuery struct {
 	BytesPerQuery     float64 `json:"bytes_per_query"`
 	MessagesPerQuery  float64 `json:"messages_per_query"`
 	MaxMS             float64 `json:"max_ms"`
+	// WarmupSearches is how many unmeasured searches opened the phase (one
+	// per asking node, see queryPhase), WarmupCoverageMin the smallest
+	// share of shards that answered one of them within the deadline, and
+	// WarmupMaxMS the slowest.
+	WarmupSearches    int     `json:"warmup_searches"`
+	WarmupCoverageMin float64 `json:"warmup_coverage_min"`
+	WarmupMaxMS       float64 `json:"warmup_max_ms"`
 }
 
 // simNode is one node of the simulation.
@@ -303,9 +318,9 @@ func (s *simulation) live() []*simNode {
 // addHost creates node i's mocknet host and links it to every live node
 // (and to the hosts of nodes being created with it, others).
 func (s *simulation) addHost(i int, others []*simNode) (*simNode, error) {
-	h, err := s.mn.GenPeer()
+	h, err := genSimPeer(s.mn)
 	if err != nil {
-		return nil, fmt.Errorf("mocknet peer: %w", err)
+		return nil, err
 	}
 	sn := &simNode{index: i, ip: s.nodeIP(i), host: h, done: make(chan struct{})}
 	s.mu.Lock()
@@ -327,6 +342,88 @@ func bootstrapOf(h host.Host) string {
 	return h.Addrs()[0].String() + "/p2p/" + h.ID().String()
 }
 
+// genSimPeer adds a mocknet host with an Ed25519 identity, as a real node
+// has (p2p's identity.key). mocknet's GenPeer makes ECDSA P-256 keys, whose
+// signature checks were 13% of a 64-node simulation's CPU: every node
+// verifies every member's signed heartbeat.
+func genSimPeer(mn mocknet.Mocknet) (host.Host, error) {
+	sk, _, err := crypto.GenerateEd25519Key(cryptorand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("mocknet peer key: %w", err)
+	}
+	id, err := peer.IDFromPrivateKey(sk)
+	if err != nil {
+		return nil, fmt.Errorf("mocknet peer ID: %w", err)
+	}
+	// mocknet's own scheme: an address in 100::/64 (discard-only, RFC
+	// 6666) ending in the ID's last bytes.
+	ip := make(net.IP, net.IPv6len)
+	ip[0], ip[1] = 0x01, 0x00
+	suffix := []byte(id)[len(id)-8:]
+	copy(ip[net.IPv6len-len(suffix):], suffix)
+	addr, err := ma.NewMultiaddr(fmt.Sprintf("/ip6/%s/tcp/4242", ip))
+	if err != nil {
+		return nil, fmt.Errorf("mocknet peer address: %w", err)
+	}
+	h, err := mn.AddPeer(sk, addr)
+	if err != nil {
+		return nil, fmt.Errorf("mocknet peer: %w", err)
+	}
+	return h, nil
+}
+
+// simHeartbeatBudget is how many membership heartbeats per second the
+// whole simulated network may deliver: N nodes each hearing N-1 members
+// every interval cost the one process N²/interval signed gossip messages
+// (with their gossipsub relays and IHAVE gossip), while on a real network
+// each node pays N/interval on its own CPU. The budget is what this
+// simulator sustained with the WAN preset: 64 nodes at 5 s (819 per
+// second, pubsub already most of the CPU); 128 nodes at 5 s (3277 per
+// second) never settled on the 2-core machine.
+const simHeartbeatBudget = 820
+
+// simMembership is the simulated nodes' heartbeat interval and member
+// timeout: the WAN preset (5 s, 30 s) while N²/5 s fits the budget, and
+// beyond it the interval that does, N²/simHeartbeatBudget, with the
+// timeout in the preset's proportion (6 intervals). A slower heartbeat
+// changes how fast joins and leaves are noticed, not what the crawl or the
+// searches do once membership has converged; the report gives both
+// values.
+func simMembership(nodes int) (interval, timeout time.Duration) {
+	wan := p2p.DefaultWANConfig()
+	interval = wan.HeartbeatInterval
+	if need := time.Duration(float64(nodes) * float64(nodes) / simHeartbeatBudget * float64(time.Second)); need > interval {
+		interval = need.Round(100 * time.Millisecond)
+	}
+	return interval, interval * (wan.MemberTimeout / wan.HeartbeatInterval)
+}
+
+// startupPeers is how many random running nodes a node starting with the
+// network is bootstrapped to, besides node 0: enough that the network is
+// connected without node 0 and that the first DHT lookups do not all pass
+// through it, few enough that start-up makes O(N) connections.
+const startupPeers = 3
+
+// startupBootstrap picks the bootstrap peers of a node starting with the
+// network: node 0 and up to startupPeers other running nodes at random.
+// Only running nodes: a connection made before a node's gossipsub runs is
+// never used for membership (the peer that dialled found no pubsub
+// protocol there and does not try again on that connection).
+func startupBootstrap(rng *rand.Rand, running []*simNode, first *simNode) []string {
+	boot := []string{bootstrapOf(first.host)}
+	var others []*simNode
+	for _, sn := range running {
+		if sn != first {
+			others = append(others, sn)
+		}
+	}
+	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	for _, sn := range others[:min(startupPeers, len(others))] {
+		boot = append(boot, bootstrapOf(sn.host))
+	}
+	return boot
+}
+
 // startNode starts the node on sn's host and marks it alive.
 func (s *simulation) startNode(ctx context.Context, sn *simNode, bootstrap []string) error {
 	cfg := node.Config{
@@ -343,7 +440,9 @@ func (s *simulation) startNode(ctx context.Context, sn *simNode, bootstrap []str
 		SourceIP:      sn.ip,
 		Workers:       s.cfg.Workers,
 	}
-	n, err := node.New(ctx, cfg, s.log.With("node", sn.index), node.WithHost(&simHost{Host: sn.host, t: s.traffic}), node.WithInMemoryStore(), node.WithCrawlConfig(simFetchTimeouts))
+	n, err := node.New(ctx, cfg, s.log.With("node", sn.index), node.WithHost(&simHost{Host: sn.host, t: s.traffic}), node.WithInMemoryStore(), node.WithCrawlConfig(simFetchTimeouts), node.WithP2PConfig(func(c *p2p.Config) {
+		c.HeartbeatInterval, c.MemberTimeout = simMembership(s.cfg.Nodes)
+	}))
 	if err != nil {
 		return fmt.Errorf("node %d: %w", sn.index, err)
 	}
@@ -416,7 +515,9 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 	cfg := s.cfg
 	truth := s.web.Truth()
 	s.logf("simulated web: http %s, dns %s, %d required pages on %d hosts; latency %v..%v", s.web.HTTPAddr(), s.web.DNSAddr(), truth.Required, len(truth.Hosts), cfg.LatencyMin, cfg.LatencyMax)
+	hbInterval, memberTimeout := simMembership(cfg.Nodes)
 	sec := &SimSection{
+		HeartbeatIntervalS: hbInterval.Seconds(), MemberTimeoutS: memberTimeout.Seconds(),
 		Nodes: cfg.Nodes, LossPercent: round3(cfg.Loss * 100), BandwidthBitsS: cfg.Bandwidth * 8,
 		ChurnPerMinute: cfg.Churn, WorkersPerNode: cfg.Workers,
 		QueryDeadlineMS: float64(s.queryDeadline().Milliseconds()),
@@ -430,8 +531,15 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 	go func() { defer sampleWG.Done(); res.run(sampleCtx, func() int { return len(s.live()) }) }()
 	defer func() { stopSampling(); sampleWG.Wait() }()
 
-	// Hosts and links first (every pair linked with its own latency), then
-	// the nodes, a few at a time, each bootstrapped to node 0.
+	// Hosts and links first (every pair linked with its own latency: a
+	// link only says what a connection would cost, and makes none), then
+	// the nodes, a few at a time, each bootstrapped to node 0 and a few
+	// random nodes already running (startupPeers). Nothing connects the
+	// rest: the DHT's bootstrap and routing-table refresh, gossipsub's mesh
+	// and sou's own protocols open the connections a node needs, as on a
+	// real network. (Connecting every pair up front, as this simulator
+	// once did, made N²/2 connections, serialised on mocknet's per-peer
+	// locks: 161 s at 64 nodes, not done after 8 minutes at 128.)
 	start := time.Now()
 	var created []*simNode
 	for i := 0; i < cfg.Nodes; i++ {
@@ -441,17 +549,19 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		}
 		created = append(created, sn)
 	}
+	s.logf("%6.1fs  %d hosts linked", time.Since(start).Seconds(), len(created))
 	if err := s.startNode(ctx, created[0], nil); err != nil {
 		return nil, err
 	}
-	boots := make([][]string, len(created))
-	for i := 1; i < len(created); i++ {
-		boots[i] = []string{bootstrapOf(created[0].host)}
-	}
+	bootRNG := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xb007))
+	var bootMu sync.Mutex
 	var startedMu sync.Mutex
 	started := 1
 	if err := parallel(ctx, 8, len(created)-1, func(k int) error {
-		if err := s.startNode(ctx, created[k+1], boots[k+1]); err != nil {
+		bootMu.Lock()
+		boot := startupBootstrap(bootRNG, s.live(), created[0])
+		bootMu.Unlock()
+		if err := s.startNode(ctx, created[k+1], boot); err != nil {
 			return err
 		}
 		startedMu.Lock()
@@ -464,24 +574,12 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 	}); err != nil {
 		return nil, err
 	}
-	// Then connect every pair, one at a time, with every node listening:
-	// N nodes dialling each other at once serialise on mocknet's per-peer
-	// locks for minutes at 200 nodes, connections made before a node's
-	// gossipsub runs are never used for membership, and a full mesh is
-	// where sou's membership ends up anyway.
-	for i := range created {
-		for j := i + 1; j < len(created); j++ {
-			a, b := created[i].host, created[j].host
-			if a.Network().Connectedness(b.ID()) == network.Connected {
-				continue
-			}
-			if _, err := s.mn.ConnectPeers(a.ID(), b.ID()); err != nil {
-				return nil, fmt.Errorf("mocknet connect: %w", err)
-			}
-		}
-	}
-	s.logf("%6.1fs  %d nodes started and connected", time.Since(start).Seconds(), len(created))
-	if err := s.waitMembers(ctx, cfg.Nodes, 60*time.Second+time.Duration(cfg.Nodes)*500*time.Millisecond); err != nil {
+	s.logf("%6.1fs  %d nodes started", time.Since(start).Seconds(), len(created))
+	// Every node must have heard every other's heartbeat: allow six
+	// intervals besides the connecting (the first heartbeat of a node
+	// that has no gossipsub mesh yet reaches no one; measured: 5.2
+	// intervals at 128 nodes, 5.6 at 200).
+	if err := s.waitMembers(ctx, cfg.Nodes, 60*time.Second+time.Duration(cfg.Nodes)*500*time.Millisecond+6*hbInterval); err != nil {
 		return nil, err
 	}
 	sec.StartupSeconds = round3(time.Since(start).Seconds())
@@ -570,9 +668,11 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 }
 
 func emulationNotes(cfg SimConfig) []string {
+	hb, timeout := simMembership(cfg.Nodes)
 	notes := []string{
 		"nodes: real sou nodes (Badger in memory, index, crawler, p2p, search coordinator) in one process, on go-libp2p mocknet hosts",
 		"node links: every pair linked; a one-way latency drawn per pair from the latency range (deterministic from the seed) delays every write, pipelined and in order per stream (at most 64 writes in flight), as on a TCP connection",
+		fmt.Sprintf("membership: the WAN preset's heartbeat (5s) and member timeout (30s), stretched so that the network delivers at most %d heartbeats per second in all (interval N²/%d s, timeout six intervals): here %v and %v", simHeartbeatBudget, simHeartbeatBudget, hb, timeout),
 		"crawl: the testnet's politeness (crawl.FastConfig) with the real web's fetch timeouts (crawl.DefaultConfig: 10s connect, 20s first byte, 60s total)",
 		"web: real HTTP and DNS on loopback, each node fetching from its own 127.x source address; the web delays each response by the (node, host) entry of the C_ij matrix drawn from the latency range",
 	}
@@ -797,7 +897,35 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 		askers[i] = live[i*len(live)/k]
 	}
 	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true}
-	q := &SimQuery{}
+	q := &SimQuery{WarmupCoverageMin: 1}
+	// One unmeasured search per asking node first. A node that never
+	// searched has no connection to about half the members (those outside
+	// its DHT routing table), and its first search opens them all at once:
+	// in mocknet each a connection, an identify exchange and stream
+	// negotiations, which at 128 and 200 nodes took longer than the
+	// deadline (the first search at each node answered by 0-34% of the
+	// shards, later ones by all). A node that has been serving searches
+	// has those connections; the warm-up's coverage is reported
+	// (warmup_coverage_min). Its query is not in the measured set, so the
+	// result cache cannot answer a measured query.
+	for i, a := range askers {
+		t0 := time.Now()
+		resp, err := a.n.Search(ctx, search.Request{Query: fmt.Sprintf("warmup%d", i), Page: 1, N: 10, Timeout: s.queryDeadline()})
+		if err != nil {
+			return nil, nil, fmt.Errorf("warm-up search at node %d: %w", a.index, err)
+		}
+		q.WarmupSearches++
+		q.WarmupMaxMS = max(q.WarmupMaxMS, round3(float64(time.Since(t0).Microseconds())/1000))
+		if c := resp.Coverage; c.Asked > 0 {
+			q.WarmupCoverageMin = min(q.WarmupCoverageMin, round3(float64(c.Answered)/float64(c.Asked)))
+		}
+	}
+	// Let the warm-up's late shard requests finish before measuring.
+	select {
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case <-time.After(s.queryDeadline()):
+	}
 	before := s.traffic.snapshot()
 	var lat []float64
 	var asked int
@@ -809,8 +937,12 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 			if err != nil {
 				return nil, nil, fmt.Errorf("query %q at node %d: %w", query, a.index, err)
 			}
-			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			took := time.Since(t0)
+			lat = append(lat, float64(took.Microseconds())/1000)
 			q.Searches++
+			if c := resp.Coverage; !c.Complete {
+				s.logf("query %q at node %d: %d of %d shards answered in %v (%d timed out, %d failed%s)", query, a.index, c.Answered, c.Asked, took.Round(time.Millisecond), c.TimedOut, c.Failed, firstShardError(c.Shards))
+			}
 			asked += resp.Coverage.Asked
 			tops = append(tops, sr.observe(resp))
 		}
@@ -829,6 +961,17 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 		q.MaxMS = round3(lat[len(lat)-1])
 	}
 	return sr, q, nil
+}
+
+// firstShardError is ", first error: ..." for a search's first shard that
+// failed or timed out, for the progress log.
+func firstShardError(shards []search.ShardStatus) string {
+	for _, st := range shards {
+		if st.State != "answered" && st.Error != "" {
+			return fmt.Sprintf(", first error: %s after %.0fms", st.Error, st.LatencyMS)
+		}
+	}
+	return ""
 }
 
 // queryDeadline is the query phase's search deadline: the LAN default of

@@ -3,10 +3,13 @@ package testnet
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"sou/testnet/simweb"
 )
@@ -210,6 +213,62 @@ func TestParseSimFlags(t *testing.T) {
 		got, err := ParseLossPercent(tc.in)
 		if (err != nil) != tc.bad || got != tc.frac {
 			t.Errorf("ParseLossPercent(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+// TestSimMembership: the WAN preset while the network's heartbeat
+// deliveries fit the budget, N²/budget beyond, the timeout six intervals.
+func TestSimMembership(t *testing.T) {
+	tests := []struct {
+		nodes             int
+		interval, timeout time.Duration
+	}{
+		{1, 5 * time.Second, 30 * time.Second},
+		{64, 5 * time.Second, 30 * time.Second},
+		{128, 20 * time.Second, 2 * time.Minute},
+		{200, 48800 * time.Millisecond, 292800 * time.Millisecond},
+		{256, 79900 * time.Millisecond, 479400 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		interval, timeout := simMembership(tc.nodes)
+		if interval != tc.interval || timeout != tc.timeout {
+			t.Errorf("simMembership(%d) = %v, %v; want %v, %v", tc.nodes, interval, timeout, tc.interval, tc.timeout)
+		}
+		if perSecond := float64(tc.nodes*tc.nodes) / interval.Seconds(); tc.nodes > 64 && perSecond > simHeartbeatBudget*1.01 {
+			t.Errorf("%d nodes: %.0f heartbeat deliveries per second, over the budget", tc.nodes, perSecond)
+		}
+	}
+}
+
+// TestStartupBootstrap: node 0 first, then up to startupPeers distinct
+// other running nodes, never a node twice.
+func TestStartupBootstrap(t *testing.T) {
+	mn := mocknet.New()
+	defer mn.Close()
+	var nodes []*simNode
+	for i := 0; i < 10; i++ {
+		h, err := genSimPeer(mn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, &simNode{index: i, host: h})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, running := range [][]*simNode{nodes[:1], nodes[:2], nodes[:4], nodes} {
+		boot := startupBootstrap(rng, running, nodes[0])
+		if len(boot) != min(len(running), 1+startupPeers) {
+			t.Fatalf("%d running: %d bootstrap peers", len(running), len(boot))
+		}
+		if boot[0] != bootstrapOf(nodes[0].host) {
+			t.Fatal("node 0 must come first")
+		}
+		seen := map[string]bool{}
+		for _, b := range boot {
+			if seen[b] {
+				t.Fatalf("bootstrap peer %s twice", b)
+			}
+			seen[b] = true
 		}
 	}
 }
