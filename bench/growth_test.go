@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,34 +79,4 @@ func TestIndexGrowth(t *testing.T) {
 		t.Logf("%-16s %9.0f %12d %12v %12v %10.0f", fmt.Sprintf("%d-%d", done-len(docs), done),
 			float64(len(docs))/elapsed.Seconds(), bytes/int64(done), l.P50.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond), float64(ms.HeapInuse)/(1<<20))
 	}
-}
-
-// putAll Puts docs from GOMAXPROCS goroutines, as a node's processing
-// stage does.
-func putAll(ctx context.Context, ix *index.Index, docs []*index.Document) error {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	next := make(chan *index.Document)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for d := range next {
-				if err := ix.Put(ctx, d); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("put %s: %w", d.URL, err)
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, d := range docs {
-		next <- d
-	}
-	close(next)
-	wg.Wait()
-	return firstErr
 }

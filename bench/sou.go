@@ -62,21 +62,39 @@ func (e *SouEngine) Index() *index.Index { return e.ix }
 // AddAll Puts docs from GOMAXPROCS goroutines (Put analyses outside its
 // lock, so segmentation runs in parallel, as in the node) and flushes.
 func (e *SouEngine) AddAll(ctx context.Context, docs []Doc) error {
+	ds := make([]*index.Document, len(docs))
+	for i := range docs {
+		d := &docs[i]
+		ds[i] = &index.Document{
+			URL: d.URL, Host: d.Host, Title: d.Title, Headings: d.Headings, Body: d.Body, Lang: d.Lang,
+			Status: 200, ContentType: "text/html", Charset: "utf-8",
+		}
+	}
+	if err := putAll(ctx, e.ix, ds); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.ix.Flush(ctx); err != nil {
+		return fmt.Errorf("sou flush: %w", err)
+	}
+	return nil
+}
+
+// putAll Puts docs from GOMAXPROCS goroutines, as a node's processing
+// stage does, and returns the first error.
+func putAll(ctx context.Context, ix *index.Index, docs []*index.Document) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
 	)
-	next := make(chan int)
+	next := make(chan *index.Document)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			for i := range next {
-				d := &docs[i]
-				err := e.ix.Put(ctx, &index.Document{
-					URL: d.URL, Host: d.Host, Title: d.Title, Headings: d.Headings, Body: d.Body, Lang: d.Lang,
-					Status: 200, ContentType: "text/html", Charset: "utf-8",
-				})
-				if err != nil {
+			for d := range next {
+				if err := ix.Put(ctx, d); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = fmt.Errorf("sou put %s: %w", d.URL, err)
@@ -86,24 +104,15 @@ func (e *SouEngine) AddAll(ctx context.Context, docs []Doc) error {
 			}
 		})
 	}
-	for i := range docs {
+	for _, d := range docs {
 		if ctx.Err() != nil {
 			break
 		}
-		next <- i
+		next <- d
 	}
 	close(next)
 	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := e.ix.Flush(ctx); err != nil {
-		return fmt.Errorf("sou flush: %w", err)
-	}
-	return nil
+	return firstErr
 }
 
 // Search returns the URLs of the top k results of q (AND semantics, BM25F,

@@ -316,24 +316,15 @@ func (n *Node) addAnchors(ctx context.Context, byURL map[string][]string) error 
 }
 
 // replicationLoop delivers the queues: every replicaFlushEvery, and at
-// at once when a page is waited for.
+// once when a page is waited for.
 func (n *Node) replicationLoop(ctx context.Context) {
-	r := n.repl
-	defer r.senders.Wait()
-	t := time.NewTicker(replicaFlushEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-r.kick:
-		}
+	defer n.repl.senders.Wait()
+	runEvery(ctx, replicaFlushEvery, n.repl.kick, func(ctx context.Context) {
 		n.flushReplicas(ctx)
 		if err := n.keepOwn(); err != nil && ctx.Err() == nil {
 			n.errs.add("keep own fetch markers", err)
 		}
-	}
+	})
 }
 
 // keepOwn writes this node's own fetch markers and sitemap reads under the
