@@ -229,8 +229,8 @@ func (n *Node) signalSender(p peer.ID, membership bool) {
 		return
 	}
 	n.obMu.Lock()
+	defer n.obMu.Unlock()
 	if n.closed.Load() {
-		n.obMu.Unlock()
 		return
 	}
 	sig, ok := n.senders[p]
@@ -239,7 +239,8 @@ func (n *Node) signalSender(p peer.ID, membership bool) {
 		n.senders[p] = sig
 		n.goLoop(func() { n.senderLoop(p, sig) })
 	}
-	n.obMu.Unlock()
+	// Signalled under obMu, so that retireSender cannot remove a sender
+	// between this lookup and the signal.
 	ch := sig.kick
 	if membership {
 		ch = sig.wake
@@ -248,6 +249,20 @@ func (n *Node) signalSender(p peer.ID, membership bool) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// retireSender ends p's sender when it is idle (outbox empty, no backoff)
+// and no signal is pending: a node in a network of N members would
+// otherwise keep N parked goroutines, most for peers it never forwards to.
+// The next kick starts a new one.
+func (n *Node) retireSender(p peer.ID, sig *senderSignals) bool {
+	n.obMu.Lock()
+	defer n.obMu.Unlock()
+	if len(sig.kick) > 0 || len(sig.wake) > 0 {
+		return false
+	}
+	delete(n.senders, p)
+	return true
 }
 
 type outboxEntry struct {
@@ -313,7 +328,7 @@ func (n *Node) deleteKeys(keys [][]byte) error {
 
 // senderLoop drains p's outbox: batch, send, delete on ack; back off
 // exponentially (with jitter) while p is unreachable; re-route the outbox
-// when p is no longer a member.
+// when p is no longer a member; end once the outbox is empty.
 func (n *Node) senderLoop(p peer.ID, sig *senderSignals) {
 	backoff := time.Duration(0)
 	for {
@@ -370,6 +385,9 @@ func (n *Node) senderLoop(p peer.ID, sig *senderSignals) {
 				break
 			}
 			backoff = 0
+		}
+		if backoff == 0 && n.ctx.Err() == nil && n.retireSender(p, sig) {
+			return
 		}
 	}
 }

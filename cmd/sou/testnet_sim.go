@@ -16,7 +16,7 @@ import (
 func newTestnetSimCmd() *cobra.Command {
 	var cfg testnet.SimConfig
 	var asJSON bool
-	var latency, loss, bandwidth, misbehave, reportDir, cpuProfile string
+	var latency, loss, bandwidth, misbehave, reportDir, cpuProfile, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Simulate a WAN network in one process: N real nodes on emulated links (latency, bandwidth, loss, churn), crawl, query phase, report",
@@ -57,6 +57,13 @@ fan-out cost and latency) and exits 1 when the report is not ok.`,
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if pprofAddr != "" {
+				stop, err := servePprof(cmd.Context(), pprofAddr)
+				if err != nil {
+					return usage(fmt.Errorf("--pprof-addr: %w", err))
+				}
+				defer stop()
 			}
 			rep, err := testnet.Sim(cmd.Context(), cfg)
 			if err != nil {
@@ -101,5 +108,7 @@ fan-out cost and latency) and exits 1 when the report is not ok.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole simulation to this file")
 	_ = f.MarkHidden("cpuprofile")
+	f.StringVar(&pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address while the simulation runs (goroutine and heap profiles of all nodes)")
+	_ = f.MarkHidden("pprof-addr")
 	return cmd
 }
