@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -167,15 +168,17 @@ func (n *Node) eventPump() {
 	}
 }
 
+// heartbeatLoop announces this node every HeartbeatInterval ±25 %. The
+// jitter matters: nodes started together (a testnet, the simulator, a
+// rack after a power cut) would otherwise publish in lockstep, and each
+// burst of N heartbeats overflows gossipsub's queues (Stats.GossipDrops),
+// which is how a 200-node start-up took five to seven intervals.
 func (n *Node) heartbeatLoop() {
-	t := time.NewTicker(n.cfg.HeartbeatInterval)
-	defer t.Stop()
 	for {
 		n.publishHeartbeat()
-		select {
-		case <-n.ctx.Done():
+		jitter := 0.75 + 0.5*rand.Float64()
+		if !sleepCtx(n.ctx, time.Duration(jitter*float64(n.cfg.HeartbeatInterval))) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -110,6 +110,7 @@ type counters struct {
 	sendFailures, rejected, throttledMessages, throttleEvents              atomic.Uint64
 	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused      atomic.Uint64
 	maxHops                                                                atomic.Int64
+	gossip                                                                 gossipDrops
 }
 
 // Stats is a snapshot of the node's counters.
@@ -148,8 +149,12 @@ type Stats struct {
 	// ClaimsRefused counts claims refused because the claimant does not
 	// hold the host of the claimed URL.
 	ClaimsRefused uint64
-	OutboxDepth   int
-	Members       int
+	// GossipDrops counts membership messages gossipsub dropped at a full
+	// queue (a peer's outbound queue, the validation queue, or this
+	// node's subscription).
+	GossipDrops uint64
+	OutboxDepth int
+	Members     int
 }
 
 // New starts a node: host (unless WithHost), DHT, membership gossip,
@@ -329,6 +334,10 @@ func (n *Node) startRest(ctx context.Context) error {
 		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
 		pubsub.WithPeerExchange(true),
+		// Heartbeats come in bursts when many nodes start together; the
+		// default queue of 32 RPCs per peer drops them (Stats.GossipDrops).
+		pubsub.WithPeerOutboundQueueSize(256),
+		pubsub.WithRawTracer(&n.st.gossip),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
@@ -340,7 +349,7 @@ func (n *Node) startRest(ctx context.Context) error {
 	if n.topic, err = ps.Join(n.topicName); err != nil {
 		return fmt.Errorf("p2p: join %s: %w", n.topicName, err)
 	}
-	if n.sub, err = n.topic.Subscribe(); err != nil {
+	if n.sub, err = n.topic.Subscribe(pubsub.WithBufferSize(1024)); err != nil {
 		return fmt.Errorf("p2p: subscribe %s: %w", n.topicName, err)
 	}
 
@@ -560,6 +569,7 @@ func (n *Node) Stats() Stats {
 		StreamsTimedOut:   n.st.streamsTimedOut.Load(),
 		URLBatchesRefused: n.st.urlBatchesRefused.Load(),
 		ClaimsRefused:     n.st.claimsRefused.Load(),
+		GossipDrops:       n.st.gossip.total(),
 		OutboxDepth:       n.OutboxDepth(),
 		Members:           members,
 	}

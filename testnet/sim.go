@@ -171,6 +171,9 @@ type SimCoordinator struct {
 	MessagesPerPage float64                 `json:"messages_per_page"`
 	BytesPerPage    float64                 `json:"bytes_per_page"`
 	ByProtocol      map[string]TrafficCount `json:"by_protocol"`
+	// GossipDrops sums the nodes' p2p.Stats.GossipDrops at the end of the
+	// crawl: membership messages gossipsub dropped at a full queue.
+	GossipDrops uint64 `json:"gossip_drops"`
 }
 
 // SimOwnerLookup: how a URL found on a foreign host reached its owner.
@@ -642,6 +645,9 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		sec.OwnerLookup.MeanHops = round3(1 + float64(sec.OwnerLookup.URLsReforwarded)/float64(f))
 	}
 	sec.Coordination = coordination(crawlTraffic, rep.Crawl.PagesFetched)
+	for _, st := range statuses {
+		sec.Coordination.GossipDrops += st.P2P.GossipDrops
+	}
 	sec.NodesAtEnd = liveN
 	sec.CrawlPagesPerSecond = rep.Crawl.PagesPerSecond
 	if liveN > 0 {

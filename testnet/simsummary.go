@@ -19,7 +19,7 @@ func PrintSimSummary(w io.Writer, s *SimSection) {
 	fmt.Fprintf(w, "         peak RSS %.0f MB, heap %.0f MB, %d goroutines; per node %.1f MB RSS, %.1f MB heap, %.0f goroutines, %.0f documents, %.0f KB postings\n",
 		r.PeakRSSMB, r.PeakHeapMB, r.PeakGoroutines, r.RSSPerNodeMB, r.HeapPerNodeMB, r.GoroutinesPerNode, r.DocsPerNodeAvg, r.PostingsBytesPerNodeAvg/1024)
 	c := s.Coordination
-	fmt.Fprintf(w, "         coordination %.1f messages and %.0f bytes per page (%d messages, %d bytes)\n", c.MessagesPerPage, c.BytesPerPage, c.Messages, c.Bytes)
+	fmt.Fprintf(w, "         coordination %.1f messages and %.0f bytes per page (%d messages, %d bytes); %d membership messages dropped by gossipsub\n", c.MessagesPerPage, c.BytesPerPage, c.Messages, c.Bytes, c.GossipDrops)
 	for _, name := range trafficClasses {
 		if t, ok := c.ByProtocol[name]; ok && t.Bytes > 0 {
 			fmt.Fprintf(w, "           %-8s %8d streams %9d writes %12d bytes\n", name, t.Streams, t.Writes, t.Bytes)
