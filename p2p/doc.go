@@ -47,7 +47,9 @@
 // discovery) is bootstrapped from Config.Bootstrap and, when enabled, mDNS
 // (service "sou-<network>"). Routing-table peers that are not yet members
 // are dialed so that gossip reaches them. Liveness comes from a heartbeat
-// published every HeartbeatInterval on the GossipSub topic
+// published every HeartbeatInterval ±25 % (nodes started together would
+// otherwise publish in lockstep, and the bursts overflow gossipsub's
+// queues: Stats.GossipDrops) on the GossipSub topic
 // "sou/<network>/members/1" (signed by the origin, validated: size-capped,
 // decoded, rate-limited per origin) carrying addresses and Load. A member
 // silent for MemberTimeout is dropped, and every connection to it is
@@ -64,7 +66,9 @@
 // than a quarter of all connected peers, which made gossip O(N) per node
 // (a 128-node simulation's pubsub bytes fell 6.6× without it), and
 // gossipsub's own heartbeat runs every HeartbeatInterval/5, at least a
-// second apart (its default, so the presets keep it).
+// second apart (its default, so the presets keep it). Its per-peer
+// outbound queue holds 256 RPCs and the subscription 1,024 messages
+// (defaults 32 each), so that a burst of joins is queued, not dropped.
 //
 // # Ownership
 //
@@ -81,7 +85,8 @@
 //
 // Forward groups records by owner (this node's view): own records go to
 // the URL handler directly, others are appended to a durable per-peer
-// outbox. One sender goroutine per peer drains its outbox oldest first, in
+// outbox. One sender goroutine per peer with a non-empty outbox (it ends
+// when the outbox is empty; the next Forward starts another) drains it oldest first, in
 // batches of up to BatchMaxURLs (lingering BatchDelay to fill them), one
 // batch in flight per peer (the ack is the flow control); records leave the
 // outbox only after the receiver acknowledges, which it does after its
