@@ -78,6 +78,19 @@ func (r *Reader) Record(id uint32) (*PageRecord, error) {
 	return r.ix.getByID(r.txn, id, false)
 }
 
+// RecordByURL loads url's page record without the raw bytes, or
+// ErrNotFound.
+func (r *Reader) RecordByURL(url string) (*PageRecord, error) {
+	id, ok, err := getDocID(r.txn, url)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !r.Live(id) {
+		return nil, ErrNotFound
+	}
+	return r.Record(id)
+}
+
 type rawBlock struct {
 	last     uint32
 	hdr      BlockHeader

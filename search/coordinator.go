@@ -93,6 +93,7 @@ type Result struct {
 	// Duplicates are other URLs with the same or nearly the same content.
 	Duplicates []string `json:"duplicates,omitempty"`
 	simhash    uint64
+	noSnippet  bool // the shard left the snippet to a second request
 }
 
 // ShardStatus says what became of one member's part of a search.
@@ -115,9 +116,12 @@ type Coverage struct {
 	Failed   int `json:"failed"`
 	// Dropped counts results refused because their shard does not hold
 	// their host (see HostHolders).
-	Dropped  int           `json:"dropped,omitempty"`
-	Complete bool          `json:"complete"`
-	Shards   []ShardStatus `json:"shards"`
+	Dropped int `json:"dropped,omitempty"`
+	// SnippetsMissing counts results on the page shown without a snippet
+	// because their shard did not answer the snippet request in time.
+	SnippetsMissing int           `json:"snippets_missing,omitempty"`
+	Complete        bool          `json:"complete"`
+	Shards          []ShardStatus `json:"shards"`
 }
 
 // Response is a page of results with its coverage.
@@ -204,7 +208,7 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	want := req.Page*req.N + c.cfg.ShardK
-	answers, cov := c.scatter(ctx, q, want)
+	answers, cov := c.scatter(ctx, q, want, req.Page*req.N)
 
 	// Sum collection statistics into global ones, then rescore every
 	// candidate with them: a document's score no longer depends on which
@@ -234,8 +238,9 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 	if resp.Results == nil {
 		resp.Results = []Result{}
 	}
+	resp.Coverage.SnippetsMissing = c.fillSnippets(ctx, q, resp.Results)
 	resp.ElapsedMS = msSince(start)
-	if cov.Complete {
+	if cov.Complete && resp.Coverage.SnippetsMissing == 0 {
 		c.cache.put(key, resp)
 	}
 	return resp, nil
@@ -255,7 +260,7 @@ type shardAnswer struct {
 // scatter asks every member at once and gathers until all answered or the
 // deadline passed; a member that has not answered by then is reported, never
 // waited for.
-func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnswer, Coverage) {
+func (c *Coordinator) scatter(ctx context.Context, q *Query, k, snippetTop int) ([]shardAnswer, Coverage) {
 	members := c.transport.Members()
 	self := c.transport.Self()
 	type reply struct {
@@ -266,7 +271,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 		dropped int
 	}
 	replies := make(chan reply, len(members))
-	wire, err := encodeShardRequest(q.Raw(), k)
+	wire, err := encodeShardRequest(shardRequest{query: q.Raw(), k: k, snippetTop: snippetTop})
 	for _, m := range members {
 		go func(m string) {
 			t0 := time.Now()
@@ -277,7 +282,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 			case err != nil:
 				rerr = err
 			case m == self:
-				res, rerr = c.localShard(ctx, q, k)
+				res, rerr = c.localShard(ctx, q, k, snippetTop)
 			default:
 				var b []byte
 				b, rerr = c.transport.Request(ctx, m, wire)
@@ -373,25 +378,94 @@ func (c *Coordinator) dropUnheld(member string, res *ShardResult) int {
 	return dropped
 }
 
-func (c *Coordinator) localShard(ctx context.Context, q *Query, k int) (*ShardResult, error) {
-	return c.local.Search(ctx, q, k, nil, c.hostFilter)
+func (c *Coordinator) localShard(ctx context.Context, q *Query, k, snippetTop int) (*ShardResult, error) {
+	return c.local.SearchSnippets(ctx, q, k, snippetTop, nil, c.hostFilter)
 }
 
-// HandleShardRequest answers another coordinator with this node's shard.
+// HandleShardRequest answers another coordinator with this node's shard:
+// candidates for a query, or the snippets of pages it asked for.
 func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byte, error) {
-	raw, k, err := decodeShardRequest(req)
+	r, err := decodeShardRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	q, err := ParseQuery(raw, c.analyzer)
+	q, err := ParseQuery(r.query, c.analyzer)
 	if err != nil {
 		return nil, fmt.Errorf("parse forwarded query: %w", err)
 	}
-	res, err := c.localShard(ctx, q, k)
+	if len(r.snippetURLs) > 0 {
+		snips, err := c.local.Snippets(ctx, q, r.snippetURLs, c.hostFilter)
+		if err != nil {
+			return nil, err
+		}
+		return encodeSnippetResponse(snips)
+	}
+	res, err := c.localShard(ctx, q, r.k, r.snippetTop)
 	if err != nil {
 		return nil, err
 	}
 	return encodeShardResponse(res)
+}
+
+// fillSnippets fetches, from the shards that answered them, the snippets
+// of results on the page that their shard left out (candidates below its
+// local top page·n that global scoring promoted; see
+// Local.SearchSnippets), one request per shard, all at once, within ctx.
+// It returns how many are still missing.
+func (c *Coordinator) fillSnippets(ctx context.Context, q *Query, results []Result) int {
+	byShard := map[string][]int{}
+	for i := range results {
+		if results[i].noSnippet {
+			byShard[results[i].Shard] = append(byShard[results[i].Shard], i)
+		}
+	}
+	if len(byShard) == 0 {
+		return 0
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for member, idx := range byShard {
+		urls := make([]string, len(idx))
+		for j, i := range idx {
+			urls[j] = results[i].URL
+		}
+		wg.Go(func() {
+			snips, err := c.snippetsFrom(ctx, member, q, urls)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, i := range idx {
+				if s, ok := snips[results[i].URL]; ok {
+					results[i].Snippet, results[i].noSnippet = s, false
+				}
+			}
+		})
+	}
+	wg.Wait()
+	missing := 0
+	for i := range results {
+		if results[i].noSnippet {
+			missing++
+		}
+	}
+	return missing
+}
+
+func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query, urls []string) (map[string]string, error) {
+	if member == c.transport.Self() {
+		return c.local.Snippets(ctx, q, urls, c.hostFilter)
+	}
+	wire, err := encodeShardRequest(shardRequest{query: q.Raw(), k: 1, snippetURLs: urls})
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.transport.Request(ctx, member, wire)
+	if err != nil {
+		return nil, err
+	}
+	return decodeSnippetResponse(b, urls)
 }
 
 // merge orders candidates by global score (URL as the tie-break, so every
@@ -409,7 +483,12 @@ func (c *Coordinator) merge(all []scored) []Result {
 	seenHash := map[[16]byte]int{}
 	var zero [16]byte
 	for _, s := range all {
-		if _, ok := seenURL[s.c.URL]; ok {
+		if i, ok := seenURL[s.c.URL]; ok {
+			// The same page from another replica: keep its snippet if the
+			// one kept has none.
+			if out[i].noSnippet && !s.c.NoSnippet && out[i].URL == s.c.URL {
+				out[i].Snippet, out[i].noSnippet = s.c.Snippet, false
+			}
 			continue
 		}
 		if s.c.ContentHash != zero {
@@ -439,7 +518,7 @@ func (c *Coordinator) merge(all []scored) []Result {
 		}
 		out = append(out, Result{
 			URL: s.c.URL, Title: s.c.Title, Snippet: s.c.Snippet, Host: s.c.Host,
-			Score: s.score, Shard: s.shard, simhash: s.c.SimHash,
+			Score: s.score, Shard: s.shard, simhash: s.c.SimHash, noSnippet: s.c.NoSnippet,
 		})
 	}
 	return out
@@ -462,27 +541,87 @@ type shardRequestWire struct {
 	V int    `json:"v"`
 	Q string `json:"q"`
 	K int    `json:"k"`
+	// S asks for snippets of the best S candidates only (0 = all).
+	S int `json:"s,omitempty"`
+	// U, when set, asks for the snippets of these pages instead of
+	// candidates (K is then ignored).
+	U []string `json:"u,omitempty"`
 }
 
-func encodeShardRequest(q string, k int) ([]byte, error) {
-	return json.Marshal(shardRequestWire{V: wireVersion, Q: q, K: k})
+// shardRequest is a decoded shard request.
+type shardRequest struct {
+	query       string
+	k           int
+	snippetTop  int
+	snippetURLs []string
 }
 
-func decodeShardRequest(b []byte) (string, int, error) {
+func encodeShardRequest(r shardRequest) ([]byte, error) {
+	return json.Marshal(shardRequestWire{V: wireVersion, Q: r.query, K: r.k, S: r.snippetTop, U: r.snippetURLs})
+}
+
+func decodeShardRequest(b []byte) (shardRequest, error) {
 	var w shardRequestWire
-	if len(b) > MaxQueryBytes+256 {
-		return "", 0, fmt.Errorf("shard request of %d bytes is too large", len(b))
+	if len(b) > MaxQueryBytes+256+MaxResultsPerPage*(maxCandidateURLBytes+8) {
+		return shardRequest{}, fmt.Errorf("shard request of %d bytes is too large", len(b))
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return "", 0, fmt.Errorf("decode shard request: %w", err)
+		return shardRequest{}, fmt.Errorf("decode shard request: %w", err)
 	}
 	if w.V != wireVersion {
-		return "", 0, fmt.Errorf("shard request version %d, want %d", w.V, wireVersion)
+		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, wireVersion)
+	}
+	if len(w.Q) > MaxQueryBytes {
+		return shardRequest{}, fmt.Errorf("shard request query of %d bytes, at most %d", len(w.Q), MaxQueryBytes)
 	}
 	if w.K < 1 || w.K > MaxPage*MaxResultsPerPage+1000 {
-		return "", 0, fmt.Errorf("shard request k=%d out of range", w.K)
+		return shardRequest{}, fmt.Errorf("shard request k=%d out of range", w.K)
 	}
-	return w.Q, w.K, nil
+	if w.S < 0 || w.S > w.K {
+		return shardRequest{}, fmt.Errorf("shard request s=%d out of range 0..%d", w.S, w.K)
+	}
+	if len(w.U) > MaxResultsPerPage {
+		return shardRequest{}, fmt.Errorf("snippet request for %d pages, at most %d", len(w.U), MaxResultsPerPage)
+	}
+	for _, u := range w.U {
+		if u == "" || len(u) > maxCandidateURLBytes {
+			return shardRequest{}, fmt.Errorf("snippet request URL of %d bytes", len(u))
+		}
+	}
+	return shardRequest{query: w.Q, k: w.K, snippetTop: w.S, snippetURLs: w.U}, nil
+}
+
+type snippetResponseWire struct {
+	V  int               `json:"v"`
+	Sn map[string]string `json:"sn"`
+}
+
+func encodeSnippetResponse(snips map[string]string) ([]byte, error) {
+	return json.Marshal(snippetResponseWire{V: wireVersion, Sn: snips})
+}
+
+// decodeSnippetResponse accepts snippets only for the pages asked for.
+func decodeSnippetResponse(b []byte, asked []string) (map[string]string, error) {
+	if len(b) > MaxResultsPerPage*(maxCandidateURLBytes+maxSnippetBytes)+64 {
+		return nil, fmt.Errorf("snippet response of %d bytes is too large", len(b))
+	}
+	var w snippetResponseWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("decode snippet response: %w", err)
+	}
+	if w.V != wireVersion || w.Sn == nil {
+		return nil, fmt.Errorf("snippet response version %d, want %d", w.V, wireVersion)
+	}
+	want := make(map[string]bool, len(asked))
+	for _, u := range asked {
+		want[u] = true
+	}
+	for u, sn := range w.Sn {
+		if !want[u] || len(sn) > maxSnippetBytes {
+			return nil, fmt.Errorf("snippet response with an unasked page or an oversized snippet")
+		}
+	}
+	return w.Sn, nil
 }
 
 type shardResponseWire struct {

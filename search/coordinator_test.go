@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -185,10 +186,18 @@ func TestDistributedScoresEqualSingleIndex(t *testing.T) {
 				if len(got.Results) != len(want.Candidates) {
 					t.Fatalf("coordinator %d: %d results, reference %d", ci, len(got.Results), len(want.Candidates))
 				}
+				if got.Coverage.SnippetsMissing != 0 {
+					t.Fatalf("coordinator %d: %d snippets missing", ci, got.Coverage.SnippetsMissing)
+				}
 				for i, r := range got.Results {
 					w := want.Candidates[i]
 					if math.Abs(r.Score-w.Score) > 1e-9*math.Max(1, math.Abs(w.Score)) {
 						t.Errorf("coordinator %d rank %d: score %.12f (%s), reference %.12f (%s)", ci, i, r.Score, r.URL, w.Score, w.URL)
+					}
+					// Snippets made in the first round or fetched after
+					// the merge are the ones a single index makes.
+					if r.URL == w.URL && r.Snippet != w.Snippet {
+						t.Errorf("coordinator %d rank %d (%s): snippet %q, reference %q", ci, i, r.URL, r.Snippet, w.Snippet)
 					}
 				}
 				if got.Total != want.Total && want.TotalExact {
@@ -196,6 +205,80 @@ func TestDistributedScoresEqualSingleIndex(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnippetsFetchedAfterMerge covers the second round: results whose
+// shard left the snippet out (below its local top page·n) get it from that
+// shard, local or remote, and a shard that does not answer leaves it
+// missing, counted, and the page uncached.
+func TestSnippetsFetchedAfterMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var docs []*index.Document
+	for i := 0; i < 120; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	coords, trs, _ := network(t, 3, docs, func(i int) int { return i % 3 })
+	ctx := context.Background()
+	req := Request{Query: "search", N: 10, Timeout: 5 * time.Second}
+	full, err := coords[0].Search(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := map[string]bool{}
+	for _, r := range full.Results {
+		if r.Snippet == "" {
+			t.Fatalf("%s: no snippet in the first round's top results", r.URL)
+		}
+		shards[r.Shard] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("results from %d shards; the test needs a local and a remote one", len(shards))
+	}
+	q, err := ParseQuery(req.Query, index.SharedAnalyzer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := coords[0].local.SearchSnippets(ctx, q, 10, 3, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(part.Candidates) <= 3 {
+		t.Fatalf("%d candidates; the test needs more than 3", len(part.Candidates))
+	}
+	for i, c := range part.Candidates {
+		if c.NoSnippet != (i >= 3) || (c.Snippet == "") != (i >= 3) {
+			t.Fatalf("candidate %d: NoSnippet %v, snippet %q (snippets for the top 3 only)", i, c.NoSnippet, c.Snippet)
+		}
+	}
+	stripped := func() []Result {
+		rs := slices.Clone(full.Results)
+		for i := range rs {
+			rs[i].Snippet, rs[i].noSnippet = "", true
+		}
+		return rs
+	}
+	rs := stripped()
+	if missing := coords[0].fillSnippets(ctx, q, rs); missing != 0 {
+		t.Fatalf("%d snippets missing", missing)
+	}
+	for i := range rs {
+		if rs[i].Snippet != full.Results[i].Snippet {
+			t.Errorf("%s (shard %s): fetched %q, first round %q", rs[i].URL, rs[i].Shard, rs[i].Snippet, full.Results[i].Snippet)
+		}
+	}
+	trs[0].silent["m1"] = true
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	rs = stripped()
+	want := 0
+	for _, r := range rs {
+		if r.Shard == "m1" {
+			want++
+		}
+	}
+	if missing := coords[0].fillSnippets(sctx, q, rs); missing != want {
+		t.Fatalf("%d snippets missing with m1 silent, want %d", missing, want)
 	}
 }
 
@@ -339,8 +422,14 @@ func TestSearchRejectsBadRequests(t *testing.T) {
 }
 
 func TestShardWireRejectsGarbage(t *testing.T) {
-	for _, b := range [][]byte{nil, []byte("{"), []byte(`{"v":2,"q":"x","k":10}`), []byte(`{"v":1,"q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000)} {
-		if _, _, err := decodeShardRequest(b); err == nil {
+	for _, b := range [][]byte{
+		nil, []byte("{"), []byte(`{"v":2,"q":"x","k":10}`), []byte(`{"v":1,"q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
+		[]byte(`{"v":1,"q":"x","k":10,"s":11}`), []byte(`{"v":1,"q":"x","k":10,"s":-1}`),
+		[]byte(`{"v":1,"q":"x","k":1,"u":[""]}`),
+		[]byte(`{"v":1,"q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
+		[]byte(`{"v":1,"q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
+	} {
+		if _, err := decodeShardRequest(b); err == nil {
 			t.Errorf("decodeShardRequest(%.20q) accepted garbage", b)
 		}
 	}
@@ -348,6 +437,18 @@ func TestShardWireRejectsGarbage(t *testing.T) {
 		if _, err := decodeShardResponse(b); err == nil {
 			t.Errorf("decodeShardResponse(%.20q) accepted garbage", b)
 		}
+	}
+	asked := []string{"http://a.test/"}
+	for _, b := range [][]byte{nil, []byte(`{"v":1}`), []byte(`{"v":2,"sn":{}}`),
+		[]byte(`{"v":1,"sn":{"http://b.test/":"not asked"}}`),
+		[]byte(`{"v":1,"sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
+	} {
+		if _, err := decodeSnippetResponse(b, asked); err == nil {
+			t.Errorf("decodeSnippetResponse(%.40q) accepted garbage", b)
+		}
+	}
+	if sn, err := decodeSnippetResponse([]byte(`{"v":1,"sn":{"http://a.test/":"a <b>hit</b>"}}`), asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
+		t.Errorf("decodeSnippetResponse refused a good answer: %v %v", sn, err)
 	}
 }
 
@@ -396,8 +497,8 @@ func FuzzShardWire(f *testing.F) {
 	f.Add([]byte(`{"v":1,"r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
 	f.Add([]byte(`{"v":1,"r":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if q, k, err := decodeShardRequest(b); err == nil && (k < 1 || len(q) > MaxQueryBytes+256) {
-			t.Fatalf("accepted k=%d len(q)=%d", k, len(q))
+		if r, err := decodeShardRequest(b); err == nil && (r.k < 1 || len(r.query) > MaxQueryBytes || r.snippetTop < 0 || r.snippetTop > r.k || len(r.snippetURLs) > MaxResultsPerPage) {
+			t.Fatalf("accepted %+v", r)
 		}
 		r, err := decodeShardResponse(b)
 		if err == nil && (r == nil || r.Stats.Docs < 0) {

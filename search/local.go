@@ -142,6 +142,17 @@ func (e *exec) open(c Clause, terms map[string]int) (clauseExec, error) {
 // blocks' score bounds cannot beat the k-th best score, so the result equals
 // exhaustive scoring.
 func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionStats, hostFilter func(host string) bool) (*ShardResult, error) {
+	return l.SearchSnippets(ctx, q, k, k, global, hostFilter)
+}
+
+// SearchSnippets is Search with snippets for only the best snippetTop
+// candidates (all when snippetTop <= 0); the others come back with
+// NoSnippet set. A coordinator shows page·n results but asks each shard
+// for page·n + ShardK candidates, and a snippet (scanning the page's text)
+// is most of a candidate's cost on long pages, so it asks for snippets of
+// each shard's local top page·n only and fetches the few that global
+// scoring promotes from below it with Snippets.
+func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int, global *CollectionStats, hostFilter func(host string) bool) (*ShardResult, error) {
 	if q == nil || len(q.Groups) == 0 {
 		return nil, ErrEmptyQuery
 	}
@@ -236,15 +247,53 @@ func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionS
 				c.TF[t] = ht.tfs[i]
 			}
 		}
-		body := rec.Body
-		if len(rec.Headings) > 0 && len(body) < 200 {
-			body = body + " " + rec.Headings[0]
+		if snippetTop <= 0 || len(res.Candidates) < snippetTop {
+			c.Snippet = l.snippet(rec, e.terms)
+		} else {
+			c.NoSnippet = true
 		}
-		c.Snippet = index.Snippet(body, e.terms, l.SnippetRunes)
 		c.Score = Score(l.p, global, q, &c)
 		res.Candidates = append(res.Candidates, c)
 	}
 	return res, nil
+}
+
+func (l *Local) snippet(rec *index.PageRecord, terms []string) string {
+	body := rec.Body
+	if len(rec.Headings) > 0 && len(body) < 200 {
+		body = body + " " + rec.Headings[0]
+	}
+	return index.Snippet(body, terms, l.SnippetRunes)
+}
+
+// Snippets returns q's snippets of the pages at urls that this shard holds
+// (hostFilter, nil = all), by URL; a URL it does not hold or no longer
+// has is left out.
+func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, hostFilter func(host string) bool) (map[string]string, error) {
+	if q == nil {
+		return nil, ErrEmptyQuery
+	}
+	r := l.ix.NewReader()
+	defer r.Close()
+	terms := q.Terms()
+	out := make(map[string]string, len(urls))
+	for _, u := range urls {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rec, err := r.RecordByURL(u)
+		if errors.Is(err, index.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("search: snippet of %s: %w", u, err)
+		}
+		if hostFilter != nil && !hostFilter(rec.Host) {
+			continue
+		}
+		out[u] = l.snippet(rec, terms)
+	}
+	return out, nil
 }
 
 func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {

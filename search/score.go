@@ -40,6 +40,8 @@ type Candidate struct {
 	TF                        map[string][index.NumFields]uint32 // per query term, per field
 	FieldLen                  [index.NumFields]uint32
 	Score                     float64
+	// NoSnippet says the shard left Snippet out (Local.SearchSnippets).
+	NoSnippet bool `json:",omitempty"`
 }
 
 // Params are the BM25F parameters.
