@@ -52,6 +52,20 @@
 // from per-host aggregates, DF by the same scan.
 // Unflushed documents (at most FlushInterval old) are not yet searchable.
 //
+// # Snippets: two rounds
+//
+// A coordinator asks every shard for page·n + ShardK candidates but shows
+// page·n, and a snippet (decompressing the page's record and scanning up
+// to 512 KB of its text) is most of a candidate's cost on long pages. So
+// the shard request carries S = page·n: a shard makes snippets for its own
+// top S only and marks the rest NoSnippet (Local.SearchSnippets). A result
+// on the final page that global rescoring promoted from below its shard's
+// top S gets its snippet from a second request to that shard (the request
+// with U = its URLs, answered by Local.Snippets; one request per shard, in
+// parallel, within the search's deadline). A result whose snippet did not
+// come in time is shown without one, counted in
+// Coverage.SnippetsMissing, and the page is not cached.
+//
 // # Untrusted shards (validate.go)
 //
 // A remote shard's answer is checked before it is merged: counts and DFs
