@@ -506,13 +506,24 @@ func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host s
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
 	keep := func(string) bool { return true }
 	if hostFilter != nil {
+		// Called for every posting of every query term. A host's pages
+		// have neighbouring docIDs (its owner crawls it), so comparing
+		// with the previous host spares most map lookups, which hashed
+		// the host name once per posting (10 % of a 4-node testnet's
+		// search CPU on the corpus).
 		ok := map[string]bool{}
+		var lastHost string
+		var lastOK, haveLast bool
 		keep = func(h string) bool {
+			if haveLast && h == lastHost {
+				return lastOK
+			}
 			v, seen := ok[h]
 			if !seen {
 				v = hostFilter(h)
 				ok[h] = v
 			}
+			lastHost, lastOK, haveLast = h, v, true
 			return v
 		}
 	}
