@@ -602,15 +602,12 @@ func encodeSnippetResponse(snips map[string]string) ([]byte, error) {
 
 // decodeSnippetResponse accepts snippets only for the pages asked for.
 func decodeSnippetResponse(b []byte, asked []string) (map[string]string, error) {
-	if len(b) > MaxResultsPerPage*(maxCandidateURLBytes+maxSnippetBytes)+64 {
-		return nil, fmt.Errorf("snippet response of %d bytes is too large", len(b))
+	w, err := unmarshalResponse[snippetResponseWire](b, MaxResultsPerPage*(maxCandidateURLBytes+maxSnippetBytes)+64, "snippet response")
+	if err != nil {
+		return nil, err
 	}
-	var w snippetResponseWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return nil, fmt.Errorf("decode snippet response: %w", err)
-	}
-	if w.V != wireVersion || w.Sn == nil {
-		return nil, fmt.Errorf("snippet response version %d, want %d", w.V, wireVersion)
+	if w.Sn == nil {
+		return nil, errors.New("snippet response without snippets")
 	}
 	want := make(map[string]bool, len(asked))
 	for _, u := range asked {
@@ -629,20 +626,39 @@ type shardResponseWire struct {
 	R *ShardResult `json:"r"`
 }
 
+func (w *shardResponseWire) version() int   { return w.V }
+func (w *snippetResponseWire) version() int { return w.V }
+
+// unmarshalResponse decodes a shard's JSON answer of at most maxBytes and
+// checks its version.
+func unmarshalResponse[T any, PT interface {
+	*T
+	version() int
+}](b []byte, maxBytes int, what string) (*T, error) {
+	if len(b) > maxBytes {
+		return nil, fmt.Errorf("%s of %d bytes is too large", what, len(b))
+	}
+	w := PT(new(T))
+	if err := json.Unmarshal(b, w); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", what, err)
+	}
+	if v := w.version(); v != wireVersion {
+		return nil, fmt.Errorf("%s version %d, want %d", what, v, wireVersion)
+	}
+	return (*T)(w), nil
+}
+
 func encodeShardResponse(r *ShardResult) ([]byte, error) {
 	return json.Marshal(shardResponseWire{V: wireVersion, R: r})
 }
 
 func decodeShardResponse(b []byte) (*ShardResult, error) {
-	if len(b) > MaxShardResponseBytes {
-		return nil, fmt.Errorf("shard response of %d bytes is too large", len(b))
+	w, err := unmarshalResponse[shardResponseWire](b, MaxShardResponseBytes, "shard response")
+	if err != nil {
+		return nil, err
 	}
-	var w shardResponseWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return nil, fmt.Errorf("decode shard response: %w", err)
-	}
-	if w.V != wireVersion || w.R == nil {
-		return nil, fmt.Errorf("shard response version %d, want %d", w.V, wireVersion)
+	if w.R == nil {
+		return nil, errors.New("shard response without a result")
 	}
 	if w.R.Stats.Docs < 0 || w.R.Total < 0 {
 		return nil, errors.New("shard response with negative statistics")
