@@ -35,8 +35,12 @@ func Snippet(text string, terms []string, maxRunes int) string {
 		maxRunes = 160
 	}
 	text = truncUTF8(text, snippetScanBytes)
+	lower, valid := toLowerFast(text)
+	if !valid {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+		lower, _ = toLowerFast(text)
+	}
 	set := make(map[string]int, len(terms))
-	caseless := true
 	for i, t := range terms {
 		// A term that is not valid UTF-8 could match inside a character
 		// and cut it in half (a fuzz finding); real query terms come from
@@ -44,25 +48,7 @@ func Snippet(text string, terms []string, maxRunes int) string {
 		if t != "" && utf8.ValidString(t) {
 			if _, ok := set[t]; !ok {
 				set[t] = i
-				caseless = caseless && isCaseless(t)
 			}
-		}
-	}
-	// Terms without case variants (Chinese, digits) match the text as it
-	// is, at the same offsets as in a lowercased copy, so the copy (a third
-	// of a long page's snippet cost) is skipped for them.
-	var lower string
-	if caseless {
-		if !utf8.ValidString(text) {
-			text = strings.ToValidUTF8(text, "\uFFFD")
-		}
-		lower = text
-	} else {
-		var valid bool
-		lower, valid = toLowerFast(text)
-		if !valid {
-			text = strings.ToValidUTF8(text, "\uFFFD")
-			lower, _ = toLowerFast(text)
 		}
 	}
 	var occ []occurrence
@@ -129,17 +115,6 @@ func Snippet(text string, terms []string, maxRunes int) string {
 		}
 	}
 	return renderSnippet(text, lo, hi, set)
-}
-
-// isCaseless reports whether no rune of t has another case: then t occurs
-// in a text exactly where it occurs in the text's lowercased copy.
-func isCaseless(t string) bool {
-	for _, r := range t {
-		if unicode.SimpleFold(r) != r {
-			return false
-		}
-	}
-	return true
 }
 
 func advanceRunes(s string, at, n int) int {

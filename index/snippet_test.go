@@ -37,13 +37,6 @@ func TestSnippet(t *testing.T) {
 			want: []string{"hello world"}},
 		{name: "whitespace collapsed", text: "a\n\n\t  b term", terms: []string{"term"}, maxRunes: 50,
 			want: []string{"a b <b>term</b>"}},
-		// Caseless terms are found without a lowercased copy; uppercase
-		// letters whose lowercase is longer (İ) and invalid bytes around
-		// them must not shift the window.
-		{name: "caseless terms in mixed-case text", text: "İSTANBUL ÇAĞ " + long + "HTTP 协议的搜索引擎 2024\xff年" + long, terms: []string{"搜索引擎", "2024"}, maxRunes: 30,
-			want: []string{"<b>搜索引擎</b>", "<b>2024</b>"}},
-		{name: "caseless and cased terms together", text: long + "HTTP 协议的搜索引擎" + long, terms: []string{"http", "搜索引擎"}, maxRunes: 30,
-			want: []string{"<b>HTTP</b>", "<b>搜索引擎</b>"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
