@@ -375,16 +375,29 @@ func nearBandPrefix(sim uint64, band int) []byte {
 	return binary.BigEndian.AppendUint16(k, bandValue(sim, band))
 }
 
+// canonicalBefore reports whether a is the canonical copy rather than b
+// when both have the same content: the shorter URL (mirrors and archives
+// add path prefixes and longer host names; Google counts URL simplicity
+// among its canonicalisation signals), then the first in byte order, so
+// that the choice is total and independent of crawl order.
+func canonicalBefore(a, b string) bool {
+	return len(a) < len(b) || len(a) == len(b) && a < b
+}
+
 func nearKey(sim uint64, band int, url string) []byte {
 	k := nearBandPrefix(sim, band)
 	k = binary.BigEndian.AppendUint64(k, sim)
 	return append(k, url...)
 }
 
-// Claim records (exact, sim) for url unless an earlier url holds the same
-// exact hash or a simhash within maxDistance; then it returns that url as
-// dupOf and records nothing. Re-claiming with the same url and fingerprints
-// is idempotent; re-claiming with new fingerprints replaces the old ones.
+// Claim records (exact, sim) for url unless another url holds the same
+// exact hash or a simhash within maxDistance and is the canonical copy of
+// the two (canonicalBefore); then it returns that url as dupOf and records
+// nothing. A url that is the canonical copy takes the exact hash over (the
+// earlier holder stays stored: it was not a duplicate when it came), so
+// which copy is kept does not depend on which was crawled first.
+// Re-claiming with the same url and fingerprints is idempotent;
+// re-claiming with new fingerprints replaces the old ones.
 func (n *NearDupIndex) Claim(ctx context.Context, url string, exact [16]byte, sim uint64) (dupOf string, err error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -416,15 +429,19 @@ func (n *NearDupIndex) Claim(ctx context.Context, url string, exact [16]byte, si
 			if err != nil {
 				return err
 			}
-			if holder != nil && string(holder) != url {
+			if holder != nil && string(holder) != url && !canonicalBefore(url, string(holder)) {
 				dupOf = string(holder)
 				return nil
 			}
 			// A zero simhash means "no words": nothing to compare.
 			if n.maxDistance >= 0 && sim != 0 {
-				if d, err := n.findNear(txn, url, sim); err != nil || d != "" {
-					dupOf = d
+				d, err := n.findNear(txn, url, sim)
+				if err != nil {
 					return err
+				}
+				if d != "" && !canonicalBefore(url, d) {
+					dupOf = d
+					return nil
 				}
 			}
 			if err := txn.Set(exactKey(exact), []byte(url)); err != nil {

@@ -158,7 +158,12 @@ func TestNearDupIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim("http://mirror/", exactA, simA, "")
-	claim("http://near/", other, nearSim, "http://mirror/")
+	claim("http://mirror-near/", other, nearSim, "http://mirror/")
+	// The canonical copy (the shorter URL) is never the duplicate, whichever
+	// came first: it takes the content over, and later copies point to it.
+	claim("http://near/", other, nearSim, "")
+	claim("http://a/", exactA, simA, "")
+	claim("http://mirror2/", exactA, simA, "http://a/")
 	if err := idx.Release(ctx, "http://unknown/", other, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -239,14 +244,19 @@ func TestNearDupIndexConcurrent(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	winners := 0
-	for _, r := range results {
-		if r == "" {
-			winners++
+	// Copies that came before the canonical one may have won then; the
+	// canonical copy (the shortest URL, h0) always wins, and every
+	// duplicate points to a copy more canonical than itself.
+	if results[0] != "" {
+		t.Fatalf("the canonical copy http://h0/ was called a duplicate of %q", results[0])
+	}
+	for i, r := range results {
+		if u := fmt.Sprintf("http://h%d/", i); r != "" && !canonicalBefore(r, u) {
+			t.Errorf("%s called a duplicate of the less canonical %s", u, r)
 		}
 	}
-	if winners != 1 {
-		t.Fatalf("%d urls claimed the same content: %q", winners, results)
+	if dup, err := idx.Claim(ctx, "http://h99/", exact, sim); err != nil || dup != "http://h0/" {
+		t.Fatalf("a late copy is a duplicate of %q (%v), want http://h0/", dup, err)
 	}
 }
 

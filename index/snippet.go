@@ -27,19 +27,22 @@ type occurrence struct {
 // a query term. Window edges fall on token boundaries, so neither a UTF-8
 // character nor a Chinese word is split.
 //
-// Finding candidate windows is a byte search for the terms in a lowercased
-// copy; only the chosen window is run through the analyzer, which keeps
-// snippets cheap on long pages.
+// Finding candidate windows is a byte search for the terms: in the text
+// itself when every term is ASCII (matched ignoring ASCII case) or has no
+// case variants (Chinese words, numbers), otherwise in a lowercased copy;
+// only the chosen window is run through the analyzer, which keeps snippets
+// cheap on long pages.
 func Snippet(text string, terms []string, maxRunes int) string {
+	return snippet(text, terms, maxRunes, true)
+}
+
+// snippet is Snippet; inPlace false always searches a lowercased copy (the
+// tests compare both ways).
+func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 	if maxRunes <= 0 {
 		maxRunes = 160
 	}
 	text = truncUTF8(text, snippetScanBytes)
-	lower, valid := toLowerFast(text)
-	if !valid {
-		text = strings.ToValidUTF8(text, "\uFFFD")
-		lower, _ = toLowerFast(text)
-	}
 	set := make(map[string]int, len(terms))
 	for i, t := range terms {
 		// A term that is not valid UTF-8 could match inside a character
@@ -48,26 +51,50 @@ func Snippet(text string, terms []string, maxRunes int) string {
 		if t != "" && utf8.ValidString(t) {
 			if _, ok := set[t]; !ok {
 				set[t] = i
+				inPlace = inPlace && (isLowerASCII(t) || isCaseless(t))
 			}
 		}
 	}
 	var occ []occurrence
-	if len(lower) == len(text) {
+	addAll := func(hay, term string, ti int, index func(s, t string) int) {
+		for off, n := 0, 0; n < maxOccurrences; n++ {
+			i := index(hay[off:], term)
+			if i < 0 {
+				break
+			}
+			occ = append(occ, occurrence{start: off + i, end: off + i + len(term), term: ti})
+			off += i + len(term)
+		}
+	}
+	if inPlace {
+		// Lowercasing a long page byte by byte was most of a snippet's
+		// cost (BENCHMARKS.md, the local p99).
+		if !utf8.ValidString(text) {
+			text = strings.ToValidUTF8(text, "\uFFFD")
+		}
 		for term, ti := range set {
-			for off, n := 0, 0; n < maxOccurrences; n++ {
-				i := strings.Index(lower[off:], term)
-				if i < 0 {
-					break
-				}
-				occ = append(occ, occurrence{start: off + i, end: off + i + len(term), term: ti})
-				off += i + len(term)
+			if isCaseless(term) {
+				addAll(text, term, ti, strings.Index)
+			} else {
+				addAll(text, term, ti, indexFoldASCII)
 			}
 		}
 	} else {
-		// Lowercasing changed byte lengths: locate terms with the analyzer.
-		for _, sp := range SharedAnalyzer().analyzeSpans(truncUTF8(text, 64<<10), false) {
-			if ti, ok := set[sp.term]; ok {
-				occ = append(occ, occurrence{start: sp.start, end: sp.end, term: ti})
+		lower, valid := toLowerFast(text)
+		if !valid {
+			text = strings.ToValidUTF8(text, "\uFFFD")
+			lower, _ = toLowerFast(text)
+		}
+		if len(lower) == len(text) {
+			for term, ti := range set {
+				addAll(lower, term, ti, strings.Index)
+			}
+		} else {
+			// Lowercasing changed byte lengths: locate terms with the analyzer.
+			for _, sp := range SharedAnalyzer().analyzeSpans(truncUTF8(text, 64<<10), false) {
+				if ti, ok := set[sp.term]; ok {
+					occ = append(occ, occurrence{start: sp.start, end: sp.end, term: ti})
+				}
 			}
 		}
 	}
@@ -115,6 +142,86 @@ func Snippet(text string, terms []string, maxRunes int) string {
 		}
 	}
 	return renderSnippet(text, lo, hi, set)
+}
+
+// isCaseless reports whether no rune of t has another case: then t occurs
+// in a text exactly where it occurs in the text's lowercased copy.
+func isCaseless(t string) bool {
+	for _, r := range t {
+		if unicode.SimpleFold(r) != r {
+			return false
+		}
+	}
+	return true
+}
+
+// isLowerASCII reports whether t is ASCII without capital letters.
+func isLowerASCII(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// indexFoldASCII is strings.Index(toLower(s), t) for a lowercase ASCII t,
+// without the copy: it jumps between the next occurrences of t's first
+// byte in either case (IndexByte, vectorised) and compares the rest folded.
+// The bytes of an ASCII t never match inside a multi-byte character.
+func indexFoldASCII(s, t string) int {
+	if len(t) == 0 {
+		return 0
+	}
+	lo, up := t[0], t[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	}
+	last := len(s) - len(t)  // the last start that fits
+	nextLo, nextUp := -1, -1 // the next candidate of each case at or after i; -2: none left
+	for i := 0; i <= last; {
+		if nextLo != -2 && nextLo < i {
+			nextLo = indexByteFrom(s[:last+1], lo, i)
+		}
+		if up != lo && nextUp != -2 && nextUp < i {
+			nextUp = indexByteFrom(s[:last+1], up, i)
+		}
+		c := nextLo
+		if up != lo && (c == -2 || nextUp != -2 && nextUp < c) {
+			c = nextUp
+		}
+		if c < 0 {
+			return -1
+		}
+		if equalFoldASCII(s[c+1:c+len(t)], t[1:]) {
+			return c
+		}
+		i = c + 1
+	}
+	return -1
+}
+
+// indexByteFrom is the index of the first b in s at or after from, or -2.
+func indexByteFrom(s string, b byte, from int) int {
+	if j := strings.IndexByte(s[from:], b); j >= 0 {
+		return from + j
+	}
+	return -2
+}
+
+// equalFoldASCII compares s with the lowercase ASCII t, folding only s's
+// ASCII capitals.
+func equalFoldASCII(s, t string) bool {
+	for i := 0; i < len(t); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != t[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func advanceRunes(s string, at, n int) int {

@@ -138,6 +138,59 @@ func TestCachedHTML(t *testing.T) {
 	}
 }
 
+func TestIndexFoldASCII(t *testing.T) {
+	tests := []struct {
+		s, t string
+		want int
+	}{
+		{"", "a", -1},
+		{"abc", "", 0},
+		{"The Quick Brown Fox", "quick", 4},
+		{"THE QUICK", "quick", 4},
+		{"quic", "quick", -1},
+		{"QuIcK", "quick", 0},
+		{"qqqQuick", "quick", 3},
+		{"Qx qX qUICK", "quick", 6},
+		{"中文Quick中文", "quick", 6},
+		{"naïve Café", "caf", 7},
+		{"1+1=2, 2+2", "2+2", 7},
+		{"ab", "ab", 0},
+		{"xAB", "ab", 1},
+		{"aAaA", "aa", 0},
+	}
+	for _, tc := range tests {
+		if got := indexFoldASCII(tc.s, tc.t); got != tc.want {
+			t.Errorf("indexFoldASCII(%q, %q) = %d, want %d", tc.s, tc.t, got, tc.want)
+		}
+		if tc.t != "" {
+			if want := strings.Index(strings.ToLower(tc.s), tc.t); want != tc.want {
+				t.Errorf("table wrong for %q, %q: strings.Index of the lowercased text is %d", tc.s, tc.t, want)
+			}
+		}
+	}
+}
+
+// TestSnippetInPlaceMatchesLowercasedCopy: searching the text itself (ASCII
+// folded) picks the same snippet as searching a lowercased copy.
+func TestSnippetInPlaceMatchesLowercasedCopy(t *testing.T) {
+	syn, err := NewSynthetic(11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		var sb strings.Builder
+		for range 1 + i%20 {
+			sb.WriteString(syn.Text(30, 0.5))
+			sb.WriteString(" The Quick BROWN fox, 2026. ")
+		}
+		text := sb.String()
+		terms := []string{syn.EnWord(), syn.ZhWord(), "quick", "brown", "2026"}[:1+i%5]
+		if got, want := snippet(text, terms, 80+i%100, true), snippet(text, terms, 80+i%100, false); got != want {
+			t.Fatalf("terms %q: in place %q, lowercased copy %q", terms, got, want)
+		}
+	}
+}
+
 // FuzzSnippet: arbitrary text and terms never panic and give valid UTF-8.
 func FuzzSnippet(f *testing.F) {
 	f.Add("我们的搜索引擎很好用 apple pie", "搜索", 20)
@@ -147,6 +200,15 @@ func FuzzSnippet(f *testing.F) {
 		got := Snippet(text, []string{term, strings.ToLower(term)}, maxRunes%500)
 		if !utf8.ValidString(got) {
 			t.Fatalf("invalid UTF-8 %q", got)
+		}
+		// Where lowercasing keeps every byte offset and makes no ASCII
+		// letter out of another character (K, the Kelvin sign), the text
+		// searched in place gives the copy's snippet.
+		low := strings.ToLower(term)
+		if l, ok := toLowerFast(text); ok && len(l) == len(text) && isLowerASCII(low) && !strings.ContainsAny(text, "\u212a\u017f\u0130") {
+			if a, b := snippet(text, []string{low}, maxRunes%500, true), snippet(text, []string{low}, maxRunes%500, false); a != b {
+				t.Fatalf("in place %q, lowercased copy %q", a, b)
+			}
 		}
 	})
 }

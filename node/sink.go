@@ -43,7 +43,9 @@ func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
 
 // Store indexes a fetched page unless it duplicates one already claimed,
 // here (the crawler's content-seen set) or anywhere in the network (the
-// fingerprint's owner keeps the first claim). Anchor text of links to hosts
+// fingerprint's owner keeps the shortest URL claimed, so that the copy
+// kept is the same whichever copy was crawled first: a mirror's URLs are
+// usually the longer ones). Anchor text of links to hosts
 // this node owns becomes the anchor field of their targets; links to other
 // hosts carry their anchors with the forwarded URL. Same-host anchors count
 // too: on documentation sites they are the best description of a page.

@@ -132,8 +132,9 @@
 //   - /sou/<network>/claim/2.0.0: version, hops, key, value (a URL), the
 //     origin's public key and its signature over ("sou/claim/1", network,
 //     key, value); routed greedily to the member closest to sha256(key),
-//     which stores the first value and returns it forever after (first
-//     writer wins). Every hop verifies the signature (a forgery is
+//     which keeps the least value claimed so far (shortest, then byte
+//     order: the winner does not depend on arrival order) and returns it.
+//     Every hop verifies the signature (a forgery is
 //     malformed: reset, counted, sender throttled) and refuses the claim
 //     (an error answer, Stats.ClaimsRefused) unless the origin holds the
 //     URL's host: it is among the Replicas members closest to it by the

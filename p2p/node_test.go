@@ -778,3 +778,37 @@ func TestSeparateNetworksDoNotMix(t *testing.T) {
 		t.Fatal("DHTs of different networks mixed")
 	}
 }
+
+// TestClaimKeepsTheLeastValue: the registry's winner is the shortest value
+// claimed, then the first in byte order, whatever the arrival order.
+func TestClaimKeepsTheLeastValue(t *testing.T) {
+	tests := []struct {
+		name   string
+		claims []string
+		want   []string // the winner returned to each claim
+	}{
+		{"first stays when later ones are longer", []string{"http://a.test/x", "http://mirror-a.test/x"},
+			[]string{"http://a.test/x", "http://a.test/x"}},
+		{"a shorter one takes over", []string{"http://mirror-a.test/x", "http://a.test/x", "http://big5-a.test/x"},
+			[]string{"http://mirror-a.test/x", "http://a.test/x", "http://a.test/x"}},
+		{"same length: byte order", []string{"http://b.test/x", "http://a.test/x", "http://c.test/x"},
+			[]string{"http://b.test/x", "http://a.test/x", "http://a.test/x"}},
+		{"the winner again", []string{"http://a.test/x", "http://a.test/x"}, []string{"http://a.test/x", "http://a.test/x"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t, t.TempDir())
+			defer db.Close()
+			n := &Node{db: db}
+			for i, v := range tc.claims {
+				got, err := n.claimLocal([]byte("fingerprint"), v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != tc.want[i] {
+					t.Fatalf("claim %d (%s) won by %q, want %q", i, v, got, tc.want[i])
+				}
+			}
+		})
+	}
+}

@@ -128,16 +128,19 @@ func (n *Node) handleDeliverDecoded(ctx context.Context, from peer.ID, topic str
 
 // ---- claims ----------------------------------------------------------------------
 
-// Claim keys: "p:c/<sha256(key), 32 bytes>" -> the first value claimed.
+// Claim keys: "p:c/<sha256(key), 32 bytes>" -> the winning value so far.
 // They are kept forever (a fingerprint stays claimed) and are not
 // replicated: if the member holding a claim leaves, the next-closest member
 // starts with no record of it, so a page may then be claimed twice.
 const claimPrefix = "p:c/"
 
 // Claim registers value under key at the member closest to sha256(key)
-// (greedy, like URL forwarding) and returns the winning value: the first
-// one ever claimed there. Use it for global duplicate suppression: a
-// caller whose value is not the winner is the duplicate.
+// (greedy, like URL forwarding) and returns the winning value: the least
+// of all values claimed there, shortest first, then in byte order. The
+// winner therefore does not depend on which claim arrived first, and a
+// claim that beats the stored winner replaces it. Use it for global
+// duplicate suppression: a caller whose value is not the winner is the
+// duplicate (one that won earlier and was beaten later keeps what it did).
 //
 // value must be an absolute URL on a host this node holds (owns or
 // replicates): the claim is signed with the node's identity key, and every
@@ -220,6 +223,11 @@ func (n *Node) handleClaim(ctx context.Context, from peer.ID, msg []byte) ([]byt
 	return []byte(w), nil
 }
 
+// claimBeats is the order of claim values: shorter first, then bytes.
+func claimBeats(a, b string) bool {
+	return len(a) < len(b) || len(a) == len(b) && a < b
+}
+
 func (n *Node) claimLocal(key []byte, value string) (string, error) {
 	dk := dataKey(key)
 	k := append([]byte(claimPrefix), dk[:]...)
@@ -233,10 +241,11 @@ func (n *Node) claimLocal(key []byte, value string) (string, error) {
 			if err != nil {
 				return err
 			}
-			winner = string(v)
-			return nil
-		}
-		if !errors.Is(err, badger.ErrKeyNotFound) {
+			if !claimBeats(value, string(v)) {
+				winner = string(v)
+				return nil
+			}
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
 		return txn.Set(k, []byte(value))

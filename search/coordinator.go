@@ -470,7 +470,9 @@ func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query,
 
 // merge orders candidates by global score (URL as the tie-break, so every
 // coordinator returns the same order) and collapses the same URL answered
-// twice and exact or near duplicate content.
+// twice and exact or near duplicate content. Exact copies are shown under
+// their canonical URL: a copy crawled before the canonical one was indexed
+// too, and may score a little higher (its own URL words, anchors).
 func (c *Coordinator) merge(all []scored) []Result {
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].score != all[j].score {
@@ -493,7 +495,16 @@ func (c *Coordinator) merge(all []scored) []Result {
 		}
 		if s.c.ContentHash != zero {
 			if i, ok := seenHash[s.c.ContentHash]; ok {
-				out[i].Duplicates = append(out[i].Duplicates, s.c.URL)
+				if canonicalBefore(s.c.URL, out[i].URL) {
+					// The same content at its canonical URL (the copy the
+					// crawlers keep, see crawl's canonicalBefore), shown at
+					// the rank of the best-scored copy.
+					out[i].Duplicates = append(out[i].Duplicates, out[i].URL)
+					out[i].URL, out[i].Title, out[i].Snippet, out[i].Host = s.c.URL, s.c.Title, s.c.Snippet, s.c.Host
+					out[i].Shard, out[i].noSnippet = s.shard, s.c.NoSnippet
+				} else {
+					out[i].Duplicates = append(out[i].Duplicates, s.c.URL)
+				}
 				seenURL[s.c.URL] = i
 				continue
 			}
@@ -522,6 +533,12 @@ func (c *Coordinator) merge(all []scored) []Result {
 		})
 	}
 	return out
+}
+
+// canonicalBefore is crawl's rule for which of two copies of one content is
+// canonical: the shorter URL, then byte order.
+func canonicalBefore(a, b string) bool {
+	return len(a) < len(b) || len(a) == len(b) && a < b
 }
 
 func cacheKey(q *Query, page, n int) string {

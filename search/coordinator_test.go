@@ -380,6 +380,7 @@ func TestDuplicateCollapseAcrossShards(t *testing.T) {
 	a.Title, a.Body = "unique zebra title", "zebra zebra crossing and more zebra text"
 	mirror := *a
 	mirror.URL, mirror.Host = "http://mirror.sim.test/p1.html", "mirror.sim.test"
+	mirror.Title = "zebra zebra zebra title" // the same content scoring higher: shown under a's shorter URL
 	near := *a
 	near.URL, near.Host = "http://near.sim.test/p1.html", "near.sim.test"
 	near.ContentHash[5] = 9          // different exact hash
@@ -401,6 +402,13 @@ func TestDuplicateCollapseAcrossShards(t *testing.T) {
 		if copies[r.URL] && len(r.Duplicates) != 2 {
 			t.Errorf("%s lists duplicates %v, want the two other copies", r.URL, r.Duplicates)
 		}
+	}
+	if !canonicalBefore(a.URL, mirror.URL) {
+		t.Fatalf("test setup: %s should be the canonical copy of %s", a.URL, mirror.URL)
+	}
+	i := slices.IndexFunc(resp.Results, func(r Result) bool { return copies[r.URL] })
+	if r := resp.Results[i]; r.URL != a.URL || r.Title != a.Title || !slices.Contains(r.Duplicates, mirror.URL) {
+		t.Errorf("copies shown as %s (%q, duplicates %v), want the canonical copy %s listing %s", r.URL, r.Title, r.Duplicates, a.URL, mirror.URL)
 	}
 }
 
