@@ -115,7 +115,7 @@ func TestCrashResume(t *testing.T) {
 	fetched := map[string]int{}
 	for _, r := range web.requests() {
 		fetched["http://"+r.host+r.path]++
-		if r.overlap > 1 {
+		if r.concurrent {
 			t.Errorf("two requests in flight to %s at once", r.host)
 		}
 		if strings.HasPrefix(r.path, "/private") {

@@ -153,7 +153,6 @@ func DefaultConfig() Config {
 		Workers:        64,
 		ProcessWorkers: 2,
 		Politeness: PolitenessConfig{
-			HostConnections:   1,
 			DelayFactor:       10,
 			MinDelay:          2 * time.Second,
 			MaxDelay:          60 * time.Second,

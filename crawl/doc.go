@@ -38,13 +38,7 @@
 // MaxParkDuration; Idle ignores parked hosts (presumed dead until they
 // answer). A host whose name does not resolve (NXDOMAIN) or resolves only to
 // forbidden addresses has its queued URLs given up. Transient failures are
-// retried up to MaxAttempts per URL. A host has one request in flight at a
-// time, unless HostConnections > 1 and the host's delay is zero (MaxDelay
-// 0, no Crawl-delay, no backoff or timeout in a row): then its slot takes
-// up to that many URLs from the front of its queue and fetches them
-// together, and the slot, with the politeness of its worst outcome, ends
-// when all have. The host stays one unit of the schedule, so handoffs and
-// crash recovery see nothing new. The per-host page budget is
+// retried up to MaxAttempts per URL. The per-host page budget is
 // FilterConfig.MaxPagesPerHost; the presets also bound link depth (20) so
 // that traps inventing paths forever end.
 //

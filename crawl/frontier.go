@@ -444,66 +444,56 @@ type queued struct {
 	rec  *seenRecord
 }
 
-// head returns the first live entry of host's queue, or nil when it is
-// empty.
+// head returns the first live entry of host's queue; orphan keys (no seen
+// record pointing at them, which only a bug or a torn import could leave)
+// are deleted on the way.
 func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
-	qs, err := f.heads(ctx, host, 1)
-	if err != nil || len(qs) == 0 {
-		return nil, err
-	}
-	return qs[0], nil
-}
-
-// heads returns up to k live entries from the front of host's queue, in
-// crawl order; orphan keys (no seen record pointing at them, which only a
-// bug or a torn import could leave) are deleted on the way.
-func (f *frontier) heads(ctx context.Context, host string, k int) ([]*queued, error) {
 	for range 100 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		var qs []*queued
-		var orphans [][]byte
+		var q *queued
+		var orphan []byte
 		err := f.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host), PrefetchValues: true, PrefetchSize: k})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host), PrefetchValues: true, PrefetchSize: 1})
 			defer it.Close()
-			for it.Rewind(); it.Valid() && len(qs) < k; it.Next() {
-				key := it.Item().KeyCopy(nil)
-				u, err := it.Item().ValueCopy(nil)
-				if err != nil {
-					return err
-				}
-				hash := hashURL(string(u))
-				item, err := txn.Get(seenKey(host, hash))
-				if errors.Is(err, badger.ErrKeyNotFound) {
-					orphans = append(orphans, key)
-					continue
-				} else if err != nil {
-					return err
-				}
-				var rec *seenRecord
-				if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
-					orphans = append(orphans, key)
-					continue
-				}
-				if rec.State != stateQueued || !bytes.Equal(rec.QKey, key) {
-					orphans = append(orphans, key)
-					continue
-				}
-				qs = append(qs, &queued{key: key, host: host, hash: hash, rec: rec})
+			it.Rewind()
+			if !it.Valid() {
+				return nil
 			}
+			key := it.Item().KeyCopy(nil)
+			u, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			hash := hashURL(string(u))
+			item, err := txn.Get(seenKey(host, hash))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				orphan = key
+				return nil
+			} else if err != nil {
+				return err
+			}
+			var rec *seenRecord
+			if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
+				orphan = key
+				return nil
+			}
+			if rec.State != stateQueued || !bytes.Equal(rec.QKey, key) {
+				orphan = key
+				return nil
+			}
+			q = &queued{key: key, host: host, hash: hash, rec: rec}
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("frontier head of %s: %w", host, err)
 		}
-		for _, o := range orphans {
-			if err := f.deleteOrphan(host, o); err != nil {
-				return nil, err
-			}
+		if orphan == nil {
+			return q, nil
 		}
-		if len(qs) > 0 || len(orphans) == 0 {
-			return qs, nil
+		if err := f.deleteOrphan(host, orphan); err != nil {
+			return nil, err
 		}
 	}
 	return nil, fmt.Errorf("frontier head of %s: too many orphan queue keys", host)

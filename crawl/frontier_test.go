@@ -197,51 +197,6 @@ func TestFrontierOrderAcrossHosts(t *testing.T) {
 	}
 }
 
-// TestFrontierHeads: the front k entries in crawl order, orphan queue keys
-// skipped and deleted on the way.
-func TestFrontierHeads(t *testing.T) {
-	db := engOpenDB(t, t.TempDir())
-	f := engFrontier(t, db, fastPoliteness(), newFakeClock())
-	var items []addItem
-	for i := range 6 {
-		items = append(items, addItem{url: fmt.Sprintf("http://a/%d", i), host: "a", cash: float64(10 - i)})
-	}
-	if _, err := f.add(items, nil); err != nil {
-		t.Fatal(err)
-	}
-	// Make http://a/1 an orphan: its queue key stays, its seen record goes.
-	if err := db.Update(func(txn *badger.Txn) error { return txn.Delete(seenKey("a", hashURL("http://a/1"))) }); err != nil {
-		t.Fatal(err)
-	}
-	urls := func(qs []*queued) []string {
-		var out []string
-		for _, q := range qs {
-			out = append(out, q.rec.URL)
-		}
-		return out
-	}
-	tests := []struct {
-		k    int
-		want []string
-	}{
-		{1, []string{"http://a/0"}},
-		{3, []string{"http://a/0", "http://a/2", "http://a/3"}},
-		{10, []string{"http://a/0", "http://a/2", "http://a/3", "http://a/4", "http://a/5"}},
-	}
-	for _, tc := range tests {
-		qs, err := f.heads(t.Context(), "a", tc.k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := urls(qs); !equalStrings(got, tc.want) {
-			t.Errorf("heads(%d) = %v, want %v", tc.k, got, tc.want)
-		}
-	}
-	if got := f.hosts["a"].queued; got != 5 {
-		t.Errorf("queued = %d after the orphan was deleted, want 5", got)
-	}
-}
-
 func TestFrontierSeenSet(t *testing.T) {
 	f := engFrontier(t, engOpenDB(t, t.TempDir()), fastPoliteness(), newFakeClock())
 	res, err := f.add([]addItem{{url: "http://a/1", host: "a"}, {url: "http://a/1", host: "a"}, {url: "http://a/2", host: "a"}}, nil)

@@ -20,18 +20,9 @@ const (
 	CrawlDelaySkip CrawlDelayPolicy = "skip"
 )
 
-// PolitenessConfig is the per-host request discipline. There is one
-// request in flight per host unless HostConnections says otherwise, and
-// then only for hosts that ask for no delay at all.
+// PolitenessConfig is the per-host request discipline. There is always at
+// most one request in flight per host, whatever these values are.
 type PolitenessConfig struct {
-	// HostConnections is how many requests one slot of a host may make at
-	// once (Nutch's fetcher.threads.per.queue, Heritrix's per-host
-	// threads). It applies only while the host's delay is zero: MaxDelay
-	// 0 (a testnet, or a site that allows it), no robots.txt
-	// Crawl-delay, no backoff or timeouts in a row. Any of those puts the
-	// host back to one request at a time. 1 is the default; the slot
-	// ends when all its requests have.
-	HostConnections int
 	// DelayFactor times the last response time is the delay before the next
 	// request to the same host (a slow server gets more time to breathe),
 	// clamped to [MinDelay, MaxDelay].
@@ -61,8 +52,6 @@ type PolitenessConfig struct {
 
 func (p PolitenessConfig) validate() error {
 	switch {
-	case p.HostConnections < 1 || p.HostConnections > MaxHostConnections:
-		return fmt.Errorf("politeness: HostConnections %d outside [1, %d]", p.HostConnections, MaxHostConnections)
 	case p.DelayFactor < 0:
 		return fmt.Errorf("politeness: DelayFactor %v < 0", p.DelayFactor)
 	case p.MinDelay < 0 || p.MaxDelay < 0:
@@ -151,20 +140,6 @@ func (h *hostState) readyAt() time.Time {
 
 func (h *hostState) parked(now time.Time) bool {
 	return h.rec.ParkedUntil > now.UnixNano()
-}
-
-// MaxHostConnections bounds PolitenessConfig.HostConnections: more than this
-// many requests at once is a load test of the site, not a crawl.
-const MaxHostConnections = 16
-
-// connections is how many requests h's next slot may make at once (see
-// HostConnections).
-func (p PolitenessConfig) connections(h *hostState) int {
-	if p.HostConnections <= 1 || p.MaxDelay > 0 || p.MinDelay > 0 || p.robotsDelay(h) > 0 ||
-		h.rec.Backoffs > 0 || h.rec.Timeouts > 0 {
-		return 1
-	}
-	return p.HostConnections
 }
 
 // robotsDelay is the Crawl-delay to keep, after the cap policy.

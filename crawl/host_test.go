@@ -8,7 +8,7 @@ import (
 
 func testPoliteness() PolitenessConfig {
 	return PolitenessConfig{
-		HostConnections: 1, DelayFactor: 10, MinDelay: time.Second, MaxDelay: 30 * time.Second,
+		DelayFactor: 10, MinDelay: time.Second, MaxDelay: 30 * time.Second,
 		MaxCrawlDelay: 20 * time.Second, CrawlDelayPolicy: CrawlDelayCap,
 		BackoffBase: 5 * time.Second, MaxBackoff: time.Minute,
 		ParkAfterTimeouts: 3, ParkDuration: time.Hour, MaxParkDuration: 3 * time.Hour, MaxAttempts: 3, ErrorDelay: 2 * time.Second,
@@ -63,48 +63,6 @@ func TestPolitenessDelay(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Fatalf("delay = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestPolitenessConnections(t *testing.T) {
-	fast := FastConfig().Politeness
-	fast.HostConnections = 4
-	tests := []struct {
-		name     string
-		p        func(PolitenessConfig) PolitenessConfig
-		robots   string
-		backoffs int
-		timeouts int
-		want     int
-	}{
-		{name: "no delay: all connections", want: 4},
-		{name: "default of one", p: func(p PolitenessConfig) PolitenessConfig { p.HostConnections = 1; return p }, want: 1},
-		{name: "a delay floor: one at a time", p: func(p PolitenessConfig) PolitenessConfig {
-			p.MinDelay = time.Millisecond
-			p.MaxDelay = time.Second
-			return p
-		}, want: 1},
-		{name: "a delay ceiling: one at a time", p: func(p PolitenessConfig) PolitenessConfig { p.MaxDelay = time.Second; return p }, want: 1},
-		{name: "Crawl-delay: one at a time", robots: "User-agent: *\nCrawl-delay: 0.5\n", want: 1},
-		{name: "Crawl-delay 0 is no delay", robots: "User-agent: *\nCrawl-delay: 0\n", want: 4},
-		{name: "after a backoff: one at a time", backoffs: 1, want: 1},
-		{name: "after a timeout: one at a time", timeouts: 1, want: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := fast
-			if tc.p != nil {
-				p = tc.p(p)
-			}
-			h := &hostState{key: "h"}
-			h.rec.Backoffs, h.rec.Timeouts = tc.backoffs, tc.timeouts
-			if tc.robots != "" {
-				h.robots = mustRobots(t, tc.robots)
-			}
-			if got := p.connections(h); got != tc.want {
-				t.Fatalf("connections = %d, want %d", got, tc.want)
 			}
 		})
 	}

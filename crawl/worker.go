@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -91,9 +90,6 @@ func (c *Crawler) slot(ctx context.Context, h *hostState) slotResult {
 	if len(sm) > 0 {
 		return c.fetchSitemap(ctx, h, sm[0])
 	}
-	if k := c.front.connections(h); k > 1 {
-		return c.fetchBatch(ctx, h, rob, k)
-	}
 	for range 1000 {
 		u, err := url.Parse(q.rec.URL)
 		if err != nil {
@@ -115,67 +111,6 @@ func (c *Crawler) slot(ctx context.Context, h *hostState) slotResult {
 		}
 	}
 	return slotResult{outcome: outcomeNone}
-}
-
-// fetchBatch fetches up to k queued URLs of h at once, in one slot (see
-// PolitenessConfig.HostConnections). Each URL is recorded as fetchPage
-// records it, so a crash in the middle loses or repeats no more than k
-// single slots would.
-func (c *Crawler) fetchBatch(ctx context.Context, h *hostState, rob *Robots, k int) slotResult {
-	qs, err := c.front.heads(ctx, h.key, k)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Error("frontier head", "host", h.key, "err", err)
-			c.count.err("frontier")
-		}
-		return slotResult{outcome: outcomeNone, minWait: time.Second}
-	}
-	type job struct {
-		q *queued
-		u *url.URL
-	}
-	jobs := make([]job, 0, len(qs))
-	for _, q := range qs {
-		u, err := url.Parse(q.rec.URL)
-		switch {
-		case err != nil:
-			c.count.filter("bad_url")
-			err = c.front.finish(q, func(r *seenRecord) { r.Outcome = "bad_url" }, nil)
-		case !rob.Allowed(u):
-			c.count.robotsDisallowed.Add(1)
-			err = c.front.finish(q, func(r *seenRecord) { r.Outcome = "robots" }, nil)
-		default:
-			jobs = append(jobs, job{q, u})
-		}
-		if err != nil {
-			return c.slotFailed(h, err)
-		}
-	}
-	results := make([]slotResult, len(jobs))
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		wg.Go(func() { results[i] = c.fetchPage(ctx, h, j.q, j.u) })
-	}
-	wg.Wait()
-	return worstSlot(results)
-}
-
-// worstSlot merges the results of a batch slot into one: the politeness
-// state machine sees the most severe outcome (a backoff over a timeout over
-// an error over success) with the longest response time and waits, so a
-// batch is never treated more kindly than its worst request would be alone.
-func worstSlot(rs []slotResult) slotResult {
-	severity := map[fetchOutcome]int{outcomeNone: 0, outcomeOK: 1, outcomeError: 2, outcomeTimeout: 3, outcomeBackoff: 4}
-	out := slotResult{outcome: outcomeNone}
-	for _, r := range rs {
-		if severity[r.outcome] > severity[out.outcome] {
-			out.outcome = r.outcome
-		}
-		out.resp = max(out.resp, r.resp)
-		out.retryAfter = max(out.retryAfter, r.retryAfter)
-		out.minWait = max(out.minWait, r.minWait)
-	}
-	return out
 }
 
 func (c *Crawler) slotFailed(h *hostState, err error) slotResult {
@@ -681,15 +616,4 @@ func (c *Crawler) noteFetched(host, url string) {
 	if fs, ok := c.sink.(FetchedSink); ok {
 		fs.Fetched(host, url, false)
 	}
-}
-
-// connections is how many requests h's next slot may make at once.
-func (f *frontier) connections(h *hostState) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := f.cfg.connections(h)
-	if f.budget > 0 { // a batch must not overrun the host's page budget
-		k = min(k, max(int(f.budget-h.rec.Fetched), 1))
-	}
-	return k
 }

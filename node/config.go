@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"sou/crawl"
 )
 
 // Config is everything a node needs to start. cmd/sou fills it from flags,
@@ -41,12 +39,8 @@ type Config struct {
 	WAN bool
 
 	// Fast turns politeness delays to zero (testnets); one request per host
-	// in flight still holds unless HostConnections says otherwise.
+	// in flight still holds.
 	Fast bool
-	// HostConnections is how many requests at once the crawler may make to
-	// a host that asks for no delay (0 = the crawl default, one); see
-	// crawl.PolitenessConfig.HostConnections.
-	HostConnections int
 	// AllowLoopback lets the crawler fetch from loopback addresses (the
 	// testnet's simulated web lives there); AllowPrivate likewise for
 	// RFC 1918 and link-local addresses.
@@ -124,9 +118,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 0 || c.MaxPagesPerHost < 0 || c.MinDelay < 0 {
 		return errors.New("--workers, --max-pages-per-host and --min-delay must not be negative")
-	}
-	if c.HostConnections < 0 || c.HostConnections > crawl.MaxHostConnections {
-		return fmt.Errorf("--host-connections %d: want 1 to %d", c.HostConnections, crawl.MaxHostConnections)
 	}
 	return nil
 }

@@ -133,9 +133,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if cfg.MinDelay > 0 {
 		ccfg.Politeness.MinDelay = cfg.MinDelay
 	}
-	if cfg.HostConnections > 0 {
-		ccfg.Politeness.HostConnections = cfg.HostConnections
-	}
 	if cfg.MaxPagesPerHost > 0 {
 		ccfg.Filter.MaxPagesPerHost = cfg.MaxPagesPerHost
 	}

@@ -131,7 +131,7 @@ func TestClassifyDuplicates(t *testing.T) {
 				t.Errorf("%d examples for %d avoidable duplicates", len(c.AvoidableExamples), c.Avoidable)
 			}
 			// The classes split exactly the duplicates crawlChecks counts.
-			r := crawlChecks(truth, tc.fetches, func(string) time.Duration { return 0 }, 1, 5<<20, 3*time.Second)
+			r := crawlChecks(truth, tc.fetches, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second)
 			if got := c.InFlight + c.Avoidable; got != r.DuplicateFetches {
 				t.Errorf("classes sum to %d, crawlChecks counts %d duplicates", got, r.DuplicateFetches)
 			}

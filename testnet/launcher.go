@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,8 +49,6 @@ type launcher struct {
 	network  string
 	dns      string
 	ipPrefix string
-	// hostConnections > 1 is passed to every node (RunConfig.HostConnections).
-	hostConnections int
 
 	mu    sync.Mutex
 	nodes []*nodeProc
@@ -82,9 +79,6 @@ func (l *launcher) start(ctx context.Context, i int, bootstrap []string) (*nodeP
 		"--data", p.DataDir, "--http", p.HTTP, "--network", l.network, "--dns", l.dns,
 		"--listen", fmt.Sprintf("/ip4/%s/tcp/%d,/ip4/%s/udp/%d/quic-v1", ip, libp2pPort, ip, libp2pPort),
 		"--mdns=false", "--fast", "--allow-loopback", "--source-ip", ip, "--log-level", nodeLogLevel(),
-	}
-	if l.hostConnections > 1 {
-		p.baseArgs = append(p.baseArgs, "--host-connections", strconv.Itoa(l.hostConnections))
 	}
 	p.setBootstrap(bootstrap)
 	if err := p.spawn(); err != nil {

@@ -1,7 +1,6 @@
 package testnet
 
 import (
-	"fmt"
 	"math"
 	"net"
 	"slices"
@@ -141,15 +140,13 @@ func (f fetch) final() bool {
 }
 
 // crawlChecks computes the crawl section from what the web saw. delay gives
-// the minimum gap the crawlers were configured to keep for a host; conns is
-// how many requests they may have in flight to a host whose delay is zero
-// (crawl.PolitenessConfig.HostConnections), one for any other host.
+// the minimum gap the crawlers were configured to keep for a host.
 //
 // The crawler hangs up on a response past its body cap (maxBody) or slower
 // than its first-byte timeout (hangUp); the web may still be flushing such a
 // response into the socket buffer when the next request arrives, and logs
 // it as complete. Those overlaps are not the crawler's and are not counted.
-func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) time.Duration, conns int, maxBody int64, hangUp time.Duration) CrawlReport {
+func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) time.Duration, maxBody int64, hangUp time.Duration) CrawlReport {
 	r := CrawlReport{ErrorsByClass: map[string]int64{}}
 	required := map[string]bool{}
 	for _, p := range truth.Pages {
@@ -230,11 +227,6 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 		sort.Slice(fs, func(i, j int) bool { return fs[i].Start.Before(fs[j].Start) })
 		ht, known := hostRules[host]
 		robotsEnd, robotsSeen := robotsAt[host]
-		allowed := 1
-		if delay(host) == 0 {
-			allowed = max(conns, 1)
-		}
-		var active []fetch // requests still in flight when the current one started
 		for i, f := range fs {
 			if f.Path != "/robots.txt" && known {
 				if !robotsSeen || f.Start.Before(robotsEnd) {
@@ -244,18 +236,6 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 					r.RobotsViolations++
 					viol = append(viol, "disallowed "+f.URL)
 				}
-			}
-			if allowed > 1 {
-				active = slices.DeleteFunc(active, func(a fetch) bool {
-					return !a.End.After(f.Start) || !a.Complete ||
-						(maxBody > 0 && a.Bytes > maxBody) || (hangUp > 0 && a.End.Sub(a.Start) >= hangUp)
-				})
-				if len(active) >= allowed {
-					r.PolitenessViolations++
-					viol = append(viol, fmt.Sprintf("more than %d concurrent requests to %s", allowed, host))
-				}
-				active = append(active, f)
-				continue
 			}
 			if i == 0 {
 				continue

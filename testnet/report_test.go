@@ -33,7 +33,7 @@ func TestCrawlChecks(t *testing.T) {
 		f("http://b.test/", "b.test", "/", 0, 10, 200),                     // before robots.txt: violation
 		f("http://b.test/robots.txt", "b.test", "/robots.txt", 5, 12, 404), // overlaps the page: concurrent
 	}
-	r := crawlChecks(truth, fetches, func(string) time.Duration { return 0 }, 1, 5<<20, 3*time.Second)
+	r := crawlChecks(truth, fetches, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second)
 	checks := []struct {
 		name      string
 		got, want int
@@ -56,38 +56,14 @@ func TestCrawlChecks(t *testing.T) {
 		{URL: "http://b.test/huge", Host: "b.test", Path: "/huge", Start: at(2), End: at(50), Status: 200, Bytes: 11 << 20, Complete: true},
 		f("http://b.test/", "b.test", "/", 30, 35, 200),
 	}
-	if r := crawlChecks(truth, huge, func(string) time.Duration { return 0 }, 1, 5<<20, 3*time.Second); r.PolitenessViolations != 0 {
+	if r := crawlChecks(truth, huge, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second); r.PolitenessViolations != 0 {
 		t.Errorf("overlap after a capped body counted: %v", r.Violations)
 	}
 	if r.Coverage != 0.75 {
 		t.Errorf("coverage %v", r.Coverage)
 	}
-	// Several connections per host: up to that many requests at once, on
-	// hosts without a delay only.
-	overlapping := []fetch{
-		f("http://a.test/robots.txt", "a.test", "/robots.txt", 0, 1, 200),
-		f("http://a.test/", "a.test", "/", 10, 20, 200),
-		f("http://a.test/private/ok", "a.test", "/private/ok", 11, 20, 200),
-		f("http://a.test/x", "a.test", "/x", 12, 20, 200),
-		f("http://a.test/y", "a.test", "/y", 20, 25, 200), // the three before it have ended
-	}
-	for _, tc := range []struct {
-		conns int
-		delay time.Duration
-		want  int
-	}{
-		{conns: 3, want: 0},
-		{conns: 2, want: 1},
-		{conns: 1, want: 2},
-		{conns: 3, delay: time.Millisecond, want: 2}, // a delay means one at a time
-	} {
-		r := crawlChecks(truth, overlapping, func(string) time.Duration { return tc.delay }, tc.conns, 5<<20, 3*time.Second)
-		if r.PolitenessViolations != tc.want {
-			t.Errorf("conns %d, delay %v: %d politeness violations, want %d: %v", tc.conns, tc.delay, r.PolitenessViolations, tc.want, r.Violations)
-		}
-	}
 	// A configured delay turns close requests into violations.
-	r = crawlChecks(truth, fetches[:2], func(string) time.Duration { return 20 * time.Millisecond }, 1, 5<<20, 3*time.Second)
+	r = crawlChecks(truth, fetches[:2], func(string) time.Duration { return 20 * time.Millisecond }, 5<<20, 3*time.Second)
 	if r.PolitenessViolations != 1 {
 		t.Errorf("with a 20ms delay: %d politeness violations, want 1", r.PolitenessViolations)
 	}

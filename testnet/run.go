@@ -53,10 +53,6 @@ type RunConfig struct {
 	ReportDir string
 	// Queries is the size of the query phase (0 = no query phase).
 	Queries int
-	// HostConnections lets each node make this many requests at once to a
-	// host that asks for no delay (crawl.PolitenessConfig.HostConnections;
-	// 0 or 1 = one at a time). The politeness check allows as many.
-	HostConnections int
 	// KillAfterCrawl kills one node after the query phase and checks that
 	// searches answer before the deadline with the missing member in their
 	// coverage, and that once its replica took over they return the same
@@ -120,8 +116,6 @@ func (c *RunConfig) Validate() error {
 		return errors.New("--pages must be at least --hosts")
 	case c.Crashes < 0 || c.Queries < 0:
 		return errors.New("--crashes and --queries must not be negative")
-	case c.HostConnections < 0 || c.HostConnections > crawl.MaxHostConnections:
-		return fmt.Errorf("--host-connections must be between 1 and %d", crawl.MaxHostConnections)
 	}
 	for _, q := range c.Qrels {
 		if _, err := os.Stat(q); err != nil {
@@ -191,7 +185,6 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	logf("simulated web: http %s, dns %s, %d required pages on %d hosts", web.HTTPAddr(), web.DNSAddr(), truth.Required, len(truth.Hosts))
 
 	l := newLauncher(cfg.Binary, dir, web.DNSAddr())
-	l.hostConnections = cfg.HostConnections
 	defer l.stopAll()
 	for i := 0; i < cfg.Nodes; i++ {
 		if _, err := l.start(ctx, i, l.bootstrapAddrs()); err != nil {
@@ -224,7 +217,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
 		}
 		return d
-	}, cfg.HostConnections, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
+	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
 	rep.Crawl.classify(fetches, kills.list())
 	statuses := liveStatuses(ctx, l)
 	for _, st := range statuses {

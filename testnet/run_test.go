@@ -54,15 +54,11 @@ func runReport(t *testing.T, cfg RunConfig) *Report {
 	return rep
 }
 
-// TestSingleNodeCrawlAllMisbehaviour crawls every kind of misbehaving host
-// with four connections per host (the other testnet tests keep one): hosts
-// with a Crawl-delay, backoffs or timeouts must fall back to one request at
-// a time, and the politeness check allows no more than four anywhere.
 func TestSingleNodeCrawlAllMisbehaviour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testnet")
 	}
-	rep := runReport(t, RunConfig{Nodes: 1, Hosts: 30, Pages: 1200, Seed: 3, Queries: 30, HostConnections: 4})
+	rep := runReport(t, RunConfig{Nodes: 1, Hosts: 30, Pages: 1200, Seed: 3, Queries: 30})
 	if !rep.OK {
 		t.Fatalf("report not ok: %v", rep.Failures)
 	}
@@ -156,8 +152,6 @@ func TestRunConfigValidation(t *testing.T) {
 		{"kill alone", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, KillAt: "50%"}},
 		{"bad restart", RunConfig{Nodes: 2, Hosts: 10, Pages: 100, RestartAt: "-3%"}},
 		{"restart alone", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, RestartAt: "50%"}},
-		{"too many host connections", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, HostConnections: 17}},
-		{"negative host connections", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, HostConnections: -1}},
 	}
 	for _, tc := range tests {
 		if err := tc.cfg.Validate(); err == nil {

@@ -607,7 +607,7 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
 		}
 		return d
-	}, 1, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.DefaultConfig().Fetch.FirstByteTimeout)
+	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.DefaultConfig().Fetch.FirstByteTimeout)
 
 	// After churn the survivors' views must agree again before the
 	// statistics and the searches mean anything.

@@ -24,8 +24,6 @@ type UpConfig struct {
 	Binary    string
 	Dir       string
 	Keep      bool
-	// HostConnections: see RunConfig.
-	HostConnections int
 	// Out receives the live progress; Interactive redraws it in place.
 	Out         io.Writer
 	Interactive bool
@@ -35,7 +33,7 @@ type UpConfig struct {
 // Up starts the simulated web and the nodes, seeds the crawl and shows
 // progress until ctx ends (Ctrl-C), then tears everything down.
 func Up(ctx context.Context, cfg UpConfig) error {
-	rc := RunConfig{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Sites: cfg.Sites, HostConnections: cfg.HostConnections}
+	rc := RunConfig{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Sites: cfg.Sites}
 	if err := rc.Validate(); err != nil {
 		return err
 	}
@@ -71,7 +69,6 @@ func Up(ctx context.Context, cfg UpConfig) error {
 	fmt.Fprintf(out, "               %d hosts, %d required pages\n", len(truth.Hosts), truth.Required)
 
 	l := newLauncher(cfg.Binary, dir, web.DNSAddr())
-	l.hostConnections = cfg.HostConnections
 	defer func() {
 		fmt.Fprintln(out, "stopping nodes…")
 		l.stopAll()

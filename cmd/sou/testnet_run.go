@@ -65,7 +65,6 @@ func newTestnetRunCmd() *cobra.Command {
 	f.StringVar(&cfg.RestartAt, "restart-at", "", "SIGKILL a node at this crawl fraction or time and restart it once the others have seen it leave")
 	f.StringVar(&cfg.ReportDir, "report-dir", "", "write report.json, report.md and SVG plots (pages over time per node, fetch rate, query latency) to this directory")
 	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
-	f.IntVar(&cfg.HostConnections, "host-connections", 1, "requests at once from a node to a host without a delay (the real corpus has a few very large hosts)")
 	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (../shared/corpus/qrels.py output) to score as MRR@10 and Success@10")
 	f.BoolVar(&cfg.KillAfterCrawl, "kill-after-crawl", false, "after the query phase, SIGKILL a node and check search coverage and the top 10 after the takeover")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -36,7 +36,6 @@ func newTestnetUpCmd() *cobra.Command {
 	f.IntVar(&cfg.Nodes, "nodes", 4, "number of sou node processes")
 	f.IntVar(&cfg.Hosts, "hosts", 100, "synthetic hosts (0 with --sites for the real corpus only)")
 	f.IntVar(&cfg.Pages, "pages", 5000, "synthetic pages in total")
-	f.IntVar(&cfg.HostConnections, "host-connections", 1, "requests at once from a node to a host without a delay (the real corpus has a few very large hosts)")
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic web")
 	f.StringVar(&cfg.Sites, "sites", "", "sites.tsv of real sites to serve as well (../shared/corpus)")
 	f.StringVar(&misbehave, "misbehave", "all", "misbehaviour classes: all, none, or a comma list")
