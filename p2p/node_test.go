@@ -559,7 +559,9 @@ func heldURL(t *testing.T, all []peer.ID, holder peer.ID, r int, tag string) str
 	return ""
 }
 
-func TestClaimFirstWriterWins(t *testing.T) {
+// TestClaimAcrossNodes: claims routed through the network reach one
+// registry, which keeps the least value (see TestClaimKeepsTheLeastValue).
+func TestClaimAcrossNodes(t *testing.T) {
 	a := startNode(t, nil, nil)
 	b := startNode(t, nil, []*testNode{a})
 	c := startNode(t, nil, []*testNode{a})
@@ -577,11 +579,12 @@ func TestClaimFirstWriterWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w2, err := c.Claim(ctx, key, heldURL(t, all, c.ID(), r, "second"))
+		// Longer values claimed later lose to the first.
+		w2, err := c.Claim(ctx, key, heldURL(t, all, c.ID(), r, "second-longer"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w3, err := a.Claim(ctx, key, heldURL(t, all, a.ID(), r, "third"))
+		w3, err := a.Claim(ctx, key, heldURL(t, all, a.ID(), r, "third-longer"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -589,17 +592,23 @@ func TestClaimFirstWriterWins(t *testing.T) {
 			t.Fatalf("claims: %q %q %q", w1, w2, w3)
 		}
 	}
-	// Concurrent claims on a fresh key agree on one winner.
+	// Concurrent claims on a fresh key: each learns a winner no greater
+	// than its own value, and afterwards every claim learns the least.
 	key := []byte("contested")
 	var wg sync.WaitGroup
+	values := make([]string, 9)
 	winners := make([]string, 9)
+	least := ""
 	for i := range winners {
 		n := []*testNode{a, b, c}[i%3]
-		value := heldURL(t, all, n.ID(), r, fmt.Sprintf("v%d", i))
+		values[i] = heldURL(t, all, n.ID(), r, fmt.Sprintf("v%d", i))
+		if least == "" || claimBeats(values[i], least) {
+			least = values[i]
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, err := n.Claim(ctx, key, value)
+			w, err := n.Claim(ctx, key, values[i])
 			if err != nil {
 				t.Error(err)
 			}
@@ -607,9 +616,14 @@ func TestClaimFirstWriterWins(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, w := range winners {
-		if w != winners[0] {
-			t.Fatalf("winners disagree: %v", winners)
+	for i, w := range winners {
+		if w != values[i] && !claimBeats(w, values[i]) {
+			t.Errorf("claim of %s answered with the greater %s", values[i], w)
+		}
+	}
+	for i, n := range []*testNode{a, b, c} {
+		if w, err := n.Claim(ctx, key, heldURL(t, all, n.ID(), r, "a-late-and-longer-value")); err != nil || w != least {
+			t.Fatalf("late claim at node %d won by %q (%v), want the least %s", i, w, err, least)
 		}
 	}
 }
