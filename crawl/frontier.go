@@ -148,6 +148,16 @@ type frontier struct {
 	bloom  *bloomFilter
 
 	stripes [256]sync.Mutex
+	// queueFrom holds per host a queue key at or below the host's first
+	// live queue entry; reading the head seeks there instead of rewinding
+	// to the queue prefix. Why: a fetched entry is deleted at the front of
+	// its queue, and a rewind steps over every tombstone Badger has not
+	// compacted away yet, so its cost grew with the pages fetched from the
+	// host (BENCHMARKS.md: 18 % of a node's CPU on the corpus). Entries of
+	// stripe i live in queueFrom[i], guarded by stripes[i]. A mark that is
+	// too high would only delay a better entry (an empty seek falls back to
+	// the prefix), never lose one.
+	queueFrom [256]map[string][]byte
 
 	mu      sync.Mutex
 	hosts   map[string]*hostState
@@ -423,17 +433,59 @@ func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, re
 
 func (f *frontier) readHead(host string) (cash float64, depth int, ok bool) {
 	_ = f.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host)})
-		defer it.Close()
-		it.Rewind()
-		if it.Valid() {
-			var err error
-			_, cash, depth, err = decodeQueueKey(it.Item().Key())
+		key, _, err := f.firstQueued(txn, host, false)
+		if err == nil && key != nil {
+			_, cash, depth, err = decodeQueueKey(key)
 			ok = err == nil
 		}
 		return nil
 	})
 	return cash, depth, ok
+}
+
+// firstQueued returns host's first live queue key (nil if none) and, with
+// withValue, its URL, seeking from the host's mark, which it then moves
+// to that key. Callers hold host's stripe lock, so no add commits a key
+// below the mark between the read and the move.
+func (f *frontier) firstQueued(txn *badger.Txn, host string, withValue bool) (key, val []byte, err error) {
+	prefix := queuePrefix(host)
+	opt := badger.IteratorOptions{Prefix: prefix}
+	if withValue {
+		opt.PrefetchValues, opt.PrefetchSize = true, 1
+	}
+	it := txn.NewIterator(opt)
+	defer it.Close()
+	marks := &f.queueFrom[stripeOf(host)]
+	from := (*marks)[host]
+	if from == nil {
+		it.Rewind()
+	} else if it.Seek(from); !it.Valid() {
+		it.Rewind() // empty above the mark: make sure before saying so
+	}
+	if !it.Valid() {
+		delete(*marks, host)
+		return nil, nil, nil
+	}
+	key = it.Item().KeyCopy(nil)
+	if withValue {
+		if val, err = it.Item().ValueCopy(nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if *marks == nil {
+		*marks = make(map[string][]byte)
+	}
+	(*marks)[host] = key
+	return key, val, nil
+}
+
+// lowerQueueMark keeps host's mark at or below key, a queue key just
+// committed. Callers hold host's stripe lock.
+func (f *frontier) lowerQueueMark(host string, key []byte) {
+	marks := f.queueFrom[stripeOf(host)]
+	if from, ok := marks[host]; ok && bytes.Compare(key, from) < 0 {
+		marks[host] = key
+	}
 }
 
 // queued is one frontier entry as read by a worker.
@@ -454,16 +506,10 @@ func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
 		}
 		var q *queued
 		var orphan []byte
+		unlock := f.lockHosts(host)
 		err := f.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host), PrefetchValues: true, PrefetchSize: 1})
-			defer it.Close()
-			it.Rewind()
-			if !it.Valid() {
-				return nil
-			}
-			key := it.Item().KeyCopy(nil)
-			u, err := it.Item().ValueCopy(nil)
-			if err != nil {
+			key, u, err := f.firstQueued(txn, host, true)
+			if err != nil || key == nil {
 				return err
 			}
 			hash := hashURL(string(u))
@@ -486,6 +532,7 @@ func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
 			q = &queued{key: key, host: host, hash: hash, rec: rec}
 			return nil
 		})
+		unlock()
 		if err != nil {
 			return nil, fmt.Errorf("frontier head of %s: %w", host, err)
 		}
@@ -530,6 +577,12 @@ type addItem struct {
 	recrawl bool
 }
 
+// addedKey is a queue key an add wrote.
+type addedKey struct {
+	host string
+	key  []byte
+}
+
 // addResult counts what add did.
 type addResult struct{ New, Known int }
 
@@ -554,10 +607,12 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 	deltas := map[string]*delta{}
 	var newHashes []urlHash
 	inBatch := map[urlHash]bool{} // the Bloom filter learns of this batch only after commit
+	var newKeys []addedKey
 	err := f.db.Update(func(txn *badger.Txn) error {
 		res = addResult{}
 		clear(deltas)
 		clear(inBatch)
+		newKeys = newKeys[:0]
 		newHashes = newHashes[:0]
 		for _, it := range items {
 			h := hashURL(it.url)
@@ -626,6 +681,7 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 			if err := txn.Set(rec.QKey, []byte(it.url)); err != nil {
 				return err
 			}
+			newKeys = append(newKeys, addedKey{it.host, rec.QKey})
 			if err := txn.Set(sk, rec.encode()); err != nil {
 				return err
 			}
@@ -648,6 +704,9 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 	})
 	if err != nil {
 		return addResult{}, fmt.Errorf("frontier add: %w", err)
+	}
+	for _, k := range newKeys {
+		f.lowerQueueMark(k.host, k.key)
 	}
 	if f.bloom != nil {
 		for _, h := range newHashes {

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -336,6 +337,134 @@ func TestFrontierCountsUnderConcurrency(t *testing.T) {
 			if _, err := f.add([]addItem{{url: fmt.Sprintf("http://a/r%d", i), host: "a"}}, nil); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// TestFrontierHeadAfterMark checks that reading a host's head from its
+// mark (the seek past fetched entries) returns what a rewind to the queue
+// prefix would: entries added above and below the mark, cash moving an
+// entry up, entries imported by a handoff, and a host that empties and
+// fills again. The model is the queue order itself: more cash, then
+// shallower, then first (re)queued.
+func TestFrontierHeadAfterMark(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			f := engFrontier(t, engOpenDB(t, t.TempDir()), fastPoliteness(), newFakeClock())
+			rng := rand.New(rand.NewPCG(seed, 0))
+			type entry struct {
+				cash  float64
+				depth int
+				seq   int
+			}
+			model := map[string]*entry{}
+			seq := 0
+			best := func() string {
+				var bu string
+				var be *entry
+				for u, e := range model {
+					if be == nil || e.cash > be.cash || e.cash == be.cash && (e.depth < be.depth || e.depth == be.depth && e.seq < be.seq) {
+						bu, be = u, e
+					}
+				}
+				return bu
+			}
+			next := 0
+			for step := range 2000 {
+				switch op := rng.IntN(10); {
+				case op < 4: // a new URL, sometimes better than everything queued
+					u := fmt.Sprintf("http://a/%d", next)
+					next++
+					it := addItem{url: u, host: "a", cash: float64(rng.IntN(20)) / 10, depth: rng.IntN(3)}
+					if _, err := f.add([]addItem{it}, nil); err != nil {
+						t.Fatal(err)
+					}
+					seq++
+					model[u] = &entry{it.cash, it.depth, seq}
+				case op < 5 && len(model) > 0: // cash for a queued URL moves it up
+					var u string
+					for u = range model { // any queued URL
+						break
+					}
+					e := model[u]
+					if _, err := f.add([]addItem{{url: u, host: "a", cash: 0.5, depth: e.depth}}, nil); err != nil {
+						t.Fatal(err)
+					}
+					seq++
+					e.cash += 0.5
+					e.seq = seq
+				case op < 6: // a handoff brings a queued URL
+					u := fmt.Sprintf("http://a/imported-%d", next)
+					next++
+					rec := &seenRecord{URL: u, State: stateQueued, Cash: float64(rng.IntN(30)) / 10, Depth: rng.IntN(3)}
+					if err := f.importRecords("a", []*seenRecord{rec}, nil); err != nil {
+						t.Fatal(err)
+					}
+					seq++
+					model[u] = &entry{rec.Cash, rec.Depth, seq}
+				default: // fetch the head
+					q, err := f.head(t.Context(), "a")
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := best()
+					if q == nil {
+						if want != "" {
+							t.Fatalf("step %d: head empty, want %s", step, want)
+						}
+						continue
+					}
+					if q.rec.URL != want {
+						t.Fatalf("step %d: head %s (cash %v), want %s (cash %v)", step, q.rec.URL, q.rec.Cash, want, model[want].cash)
+					}
+					if err := f.finish(q, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+					delete(model, want)
+					cash, depth, ok := f.readHead("a")
+					if w := best(); ok != (w != "") || ok && (cash != model[w].cash || depth != model[w].depth) {
+						t.Fatalf("step %d: readHead = %v %d %v, want the entry of %q", step, cash, depth, ok, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFrontierFetchOrder is the frontier's share of one fetch slot on
+// a host with a long crawl behind it: read the head, mark it fetched, read
+// the next head (release). Fetched entries leave tombstones at the front of
+// the host's queue until Badger compacts them, so reading the head by
+// rewinding to the queue prefix cost more with every page fetched.
+//
+//	go test -run '^$' -bench BenchmarkFrontierFetchOrder -benchtime 20000x ./crawl/
+func BenchmarkFrontierFetchOrder(b *testing.B) {
+	f := engFrontier(b, engOpenDB(b, b.TempDir()), fastPoliteness(), newFakeClock())
+	const chunk = 1000
+	add := func(n int) {
+		items := make([]addItem, 0, chunk)
+		for i := range n {
+			items = append(items, addItem{url: fmt.Sprintf("http://a/%d", i), host: "a", cash: 1})
+			if len(items) == chunk || i == n-1 {
+				if _, err := f.add(items, nil); err != nil {
+					b.Fatal(err)
+				}
+				items = items[:0]
+			}
+		}
+	}
+	add(b.N + 1)
+	b.ResetTimer()
+	for range b.N {
+		q, err := f.head(b.Context(), "a")
+		if err != nil || q == nil {
+			b.Fatalf("head: %v %v", q, err)
+		}
+		if err := f.finish(q, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, ok := f.readHead("a"); !ok {
+			b.Fatal("queue empty too early")
 		}
 	}
 }

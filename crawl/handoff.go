@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -170,8 +171,9 @@ func (f *frontier) importRecords(host string, recs []*seenRecord, recrawlKeyOf f
 	var added, removed int64
 	var headCash float64 = -1
 	var headDepth int
+	var low []byte // the least queue key written
 	err := f.db.Update(func(txn *badger.Txn) error {
-		added, removed, headCash = 0, 0, -1
+		added, removed, headCash, low = 0, 0, -1, nil
 		for _, in := range recs {
 			h := hashURL(in.URL)
 			sk := seenKey(host, h)
@@ -212,6 +214,9 @@ func (f *frontier) importRecords(host string, recs []*seenRecord, recrawlKeyOf f
 				if err := txn.Set(rec.QKey, []byte(rec.URL)); err != nil {
 					return err
 				}
+				if low == nil || bytes.Compare(rec.QKey, low) < 0 {
+					low = rec.QKey
+				}
 				added++
 				if rec.Cash > headCash || (rec.Cash == headCash && rec.Depth < headDepth) {
 					headCash, headDepth = rec.Cash, rec.Depth
@@ -231,6 +236,9 @@ func (f *frontier) importRecords(host string, recs []*seenRecord, recrawlKeyOf f
 	})
 	if err != nil {
 		return err
+	}
+	if low != nil {
+		f.lowerQueueMark(host, low)
 	}
 	if f.bloom != nil {
 		for _, r := range recs {
@@ -321,10 +329,10 @@ func (f *frontier) dropKeys(ctx context.Context, host string) error {
 	var keys [][]byte
 	err := f.db.View(func(txn *badger.Txn) error {
 		for _, p := range [][]byte{queuePrefix(host), seenPrefix(host)} {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: bytesEqual(p, seenPrefix(host)), PrefetchSize: 100})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: bytes.Equal(p, seenPrefix(host)), PrefetchSize: 100})
 			for it.Rewind(); it.Valid(); it.Next() {
 				keys = append(keys, it.Item().KeyCopy(nil))
-				if bytesEqual(p, seenPrefix(host)) {
+				if bytes.Equal(p, seenPrefix(host)) {
 					_ = it.Item().Value(func(v []byte) error {
 						if r, err := decodeSeenRecord(v); err == nil && r.NextFetch != 0 {
 							var h urlHash
@@ -357,6 +365,7 @@ func (f *frontier) dropKeys(ctx context.Context, host string) error {
 	if err := wb.Flush(); err != nil {
 		return err
 	}
+	delete(f.queueFrom[stripeOf(host)], host)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if h := f.hosts[host]; h != nil {
@@ -366,8 +375,6 @@ func (f *frontier) dropKeys(ctx context.Context, host string) error {
 	}
 	return nil
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // Hosts lists the hosts with any crawl state here, sorted.
 func (c *Crawler) Hosts(ctx context.Context) ([]string, error) {
