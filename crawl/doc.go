@@ -18,6 +18,14 @@
 // flight" and in no heap: one request per host at a time, whatever the
 // configuration. The schedule is rebuilt at start from a key-only scan.
 //
+// A host's head is read by seeking to a per-host mark (the last head read,
+// lowered by any add below it) rather than rewinding to the queue prefix:
+// fetched entries are deleted at the front of the queue, and Badger keeps
+// their tombstones until compaction, so a rewind cost grew with the pages
+// already fetched from the host (170× slower at 20,000 fetched,
+// BenchmarkFrontierFetchOrder). A mark that is wrong could only delay a
+// better entry: an empty seek rewinds before it says the queue is empty.
+//
 // OPIC: seeds get Config.SeedCash; a fetched page's cash is split equally
 // over its followable out-links (and its canonical and meta-refresh targets,
 // which are treated as links); a redirect passes all its cash to its target.
