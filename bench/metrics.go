@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -194,6 +195,9 @@ func DiskUsage(dir string) (int64, error) {
 			return nil
 		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since the directory was read (a compaction of a live store)
+		}
 		if err != nil {
 			return err
 		}
