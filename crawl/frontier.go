@@ -180,6 +180,9 @@ func newFrontier(db *badger.DB, cfg PolitenessConfig, budget int, clock Clock, b
 		hosts: make(map[string]*hostState),
 		wake:  make(chan struct{}, 1),
 	}
+	for i := range f.queueFrom {
+		f.queueFrom[i] = make(map[string][]byte)
+	}
 	if bloomExpected > 0 {
 		f.bloom = newBloomFilter(bloomExpected)
 	}
@@ -455,15 +458,15 @@ func (f *frontier) firstQueued(txn *badger.Txn, host string, withValue bool) (ke
 	}
 	it := txn.NewIterator(opt)
 	defer it.Close()
-	marks := &f.queueFrom[stripeOf(host)]
-	from := (*marks)[host]
+	marks := f.queueFrom[stripeOf(host)]
+	from := marks[host]
 	if from == nil {
 		it.Rewind()
 	} else if it.Seek(from); !it.Valid() {
 		it.Rewind() // empty above the mark: make sure before saying so
 	}
 	if !it.Valid() {
-		delete(*marks, host)
+		delete(marks, host)
 		return nil, nil, nil
 	}
 	key = it.Item().KeyCopy(nil)
@@ -472,10 +475,7 @@ func (f *frontier) firstQueued(txn *badger.Txn, host string, withValue bool) (ke
 			return nil, nil, err
 		}
 	}
-	if *marks == nil {
-		*marks = make(map[string][]byte)
-	}
-	(*marks)[host] = key
+	marks[host] = key
 	return key, val, nil
 }
 
