@@ -22,23 +22,20 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	ix.mu.Lock()
 	// Pages whose anchor field changed are re-put from the page store: all
 	// of them when forced or when no page was stored since the last flush,
-	// else those waiting for longer than ReindexDelay.
+	// else those waiting for longer than ReindexDelay. They are analysed
+	// without ix.mu (see reindexPages) and join this flush's batch.
 	delay := ix.opt.ReindexDelay
 	if delay <= 0 {
 		delay = DefaultOptions().ReindexDelay
 	}
 	puts := ix.putsSinceFlush
 	ix.putsSinceFlush = 0
-	for _, u := range reindexDue(ix.reindex, time.Now().Add(-delay), force || puts == 0, puts) {
-		if err := ctx.Err(); err != nil {
-			ix.mu.Unlock()
-			return err
-		}
-		if err := ix.reindexLocked(u); err != nil {
-			ix.mu.Unlock()
-			return err
-		}
+	due := reindexDue(ix.reindex, time.Now().Add(-delay), force || puts == 0, puts)
+	ix.mu.Unlock()
+	if err := ix.reindexPages(ctx, due); err != nil {
+		return err
 	}
+	ix.mu.Lock()
 	pend := ix.pending
 	ix.pending = nil
 	if pend != nil {
@@ -70,49 +67,6 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	}
 	ix.log.Debug("index: flushed", "docs", len(pend.docs), "terms", len(pend.terms), "took", time.Since(start))
 	return nil
-}
-
-// Re-indexing for new anchors may cost at most reindexShare of the new
-// pages of a flush (and at least reindexMin pages) while the crawl is busy.
-const (
-	reindexShare = 0.5
-	reindexMin   = 256
-)
-
-// reindexDue picks the pages a flush re-indexes, oldest change first: all
-// of them when all is set (forced, or no page stored since the last
-// flush), else those waiting longer than due, within the budget. Why a
-// budget: during a long crawl a page's anchors trickle in for as long as
-// pages linking to it are fetched, so a page could be re-indexed every
-// ReindexDelay; measured on a 100,000-page crawl, docIDs ran at twice the
-// pages stored and the index fell 11,000 pages behind the crawler. With
-// the budget, the work of a busy flush is at most 1.5× its new pages; the
-// rest waits for a quieter flush (which takes everything).
-func reindexDue(waiting map[string]time.Time, due time.Time, all bool, puts int) []string {
-	type change struct {
-		url   string
-		since time.Time
-	}
-	var picked []change
-	for u, since := range waiting {
-		if all || !since.After(due) {
-			picked = append(picked, change{u, since})
-		}
-	}
-	slices.SortFunc(picked, func(a, b change) int {
-		if c := a.since.Compare(b.since); c != 0 {
-			return c
-		}
-		return strings.Compare(a.url, b.url)
-	})
-	if budget := max(reindexMin, int(float64(puts)*reindexShare)); !all && len(picked) > budget {
-		picked = picked[:budget]
-	}
-	out := make([]string, len(picked))
-	for i, c := range picked {
-		out[i] = c.url
-	}
-	return out
 }
 
 // flushSnapshot is the per-doc data a flush reads without ix.mu: elements

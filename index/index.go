@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -493,56 +492,26 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 // handoff, bulk loads). It stops at the first error; the docs before it
 // are stored.
 func (ix *Index) PutBatch(ctx context.Context, docs []*Document) error {
-	workers := min(runtime.GOMAXPROCS(0), len(docs))
-	if workers <= 1 {
-		for _, d := range docs {
-			if err := ix.Put(ctx, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// A window of prepared docs at a time bounds the memory held.
-	window := 8 * workers
-	prepared := make([]*preparedDoc, window)
-	errs := make([]error, window)
-	for lo := 0; lo < len(docs); lo += window {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		part := docs[lo:min(lo+window, len(docs))]
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(part) {
-						return
-					}
-					prepared[i], errs[i] = ix.prepare(part[i])
+	prepared := make([]*preparedDoc, len(docs))
+	errs := make([]error, len(docs))
+	return inWindows(ctx, len(docs),
+		func(i int) { prepared[i], errs[i] = ix.prepare(docs[i]) },
+		func(lo, hi int) error {
+			var err error
+			for i := lo; i < hi; i++ {
+				if err == nil {
+					err = errs[i]
 				}
-			})
-		}
-		wg.Wait()
-		var err error
-		for i := range part {
-			if err == nil {
-				err = errs[i]
+				if err == nil {
+					err = ix.store(ctx, prepared[i])
+				}
+				if prepared[i] != nil {
+					ix.releaseDoc(prepared[i].dp)
+				}
+				prepared[i] = nil
 			}
-			if err == nil {
-				err = ix.store(ctx, prepared[i])
-			}
-			if prepared[i] != nil {
-				ix.releaseDoc(prepared[i].dp)
-			}
-			prepared[i], errs[i] = nil, nil
-		}
-		if err != nil {
 			return err
-		}
-	}
-	return nil
+		})
 }
 
 // preparedDoc is a validated, analyzed and compressed page ready to store.
@@ -607,17 +576,9 @@ func (ix *Index) store(ctx context.Context, p *preparedDoc) error {
 func (ix *Index) loadAnchors(u string) ([]string, error) {
 	var anchors []string
 	err := ix.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(prefixAnchors + u))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			anchors, err = decodeAnchors(v)
-			return err
-		})
+		var err error
+		anchors, err = anchorsIn(txn, u)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: load anchors of %q: %w", u, err)
@@ -886,32 +847,6 @@ func (ix *Index) flush(ctx context.Context, force bool) error {
 		return ErrClosed
 	}
 	return ix.flushOnce(ctx, force)
-}
-
-func (ix *Index) reindexLocked(u string) error {
-	var rec *PageRecord
-	err := ix.db.View(func(txn *badger.Txn) error {
-		id, ok, err := getDocID(txn, u)
-		if err != nil || !ok {
-			return err
-		}
-		rec, err = ix.getByID(txn, id, true)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("index: re-index %q: %w", u, err)
-	}
-	if rec == nil { // page gone: drop the request
-		delete(ix.reindex, u)
-		return ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + u)) })
-	}
-	dp := ix.analyzeDoc(&rec.Document, rec.Anchors)
-	defer ix.releaseDoc(dp)
-	var raw []byte
-	if len(rec.Raw) > 0 {
-		raw = ix.enc.EncodeAll(rec.Raw, nil)
-	}
-	return ix.putLocked(u, rec.Host, dp, ix.enc.EncodeAll(encodeRecord(&rec.Document), nil), raw)
 }
 
 // hostAgg is the count and field length sums of a host's live flushed docs,

@@ -446,21 +446,6 @@ func TestReindexWaitsForQuiet(t *testing.T) {
 	if err := ix.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	anchorDF := func() int64 {
-		r := ix.NewReader()
-		defer r.Close()
-		p, err := r.Postings("zebra", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		for d := p.Doc(); d != NoMoreDocs; d = p.Next() {
-			if r.Live(d) {
-				n++
-			}
-		}
-		return n
-	}
 	if err := ix.AddAnchors(ctx, "http://a.test/1", []string{"zebra"}); err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +456,7 @@ func TestReindexWaitsForQuiet(t *testing.T) {
 		name      string
 		put       bool
 		force     bool
-		wantDF    int64
+		wantDF    int
 		wantQueue int
 	}{
 		{"busy background flush", true, false, 0, 1},
@@ -486,7 +471,7 @@ func TestReindexWaitsForQuiet(t *testing.T) {
 		if err := ix.flush(ctx, s.force); err != nil {
 			t.Fatal(err)
 		}
-		if got := anchorDF(); got != s.wantDF {
+		if got := liveDocsWith(t, ix, "zebra"); got != s.wantDF {
 			t.Errorf("%s: live docs with the anchor term %d, want %d", s.name, got, s.wantDF)
 		}
 		if got := ix.Stats().Pending; got != s.wantQueue {

@@ -29,24 +29,7 @@ func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord,
 		return nil, err
 	}
 	rec := &PageRecord{DocID: id}
-	err = item.Value(func(v []byte) error {
-		// decodeRecord copies what it keeps, so the decompression buffer
-		// is reused (every search candidate loads its record).
-		buf, _ := ix.recBufs.Get().(*[]byte)
-		if buf == nil {
-			buf = new([]byte)
-		}
-		plain, err := ix.dec.DecodeAll(v, (*buf)[:0])
-		if err != nil {
-			return fmt.Errorf("decompress page record: %w", err)
-		}
-		err = decodeRecord(plain, &rec.Document)
-		if cap(plain) <= 4<<20 {
-			*buf = plain
-			ix.recBufs.Put(buf)
-		}
-		return err
-	})
+	err = item.Value(func(v []byte) error { return ix.decodeStored(v, &rec.Document) })
 	if err != nil {
 		return nil, fmt.Errorf("doc %d: %w", id, err)
 	}
@@ -66,21 +49,47 @@ func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord,
 			}
 		}
 	}
-	item, err = txn.Get([]byte(prefixAnchors + rec.URL))
-	switch {
-	case errors.Is(err, badger.ErrKeyNotFound):
-	case err != nil:
-		return nil, err
-	default:
-		err = item.Value(func(v []byte) error {
-			rec.Anchors, err = decodeAnchors(v)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("doc %d: %w", id, err)
-		}
+	if rec.Anchors, err = anchorsIn(txn, rec.URL); err != nil {
+		return nil, fmt.Errorf("doc %d: %w", id, err)
 	}
 	return rec, nil
+}
+
+// decodeStored decompresses a page record (the i:d: value) into d.
+// decodeRecord copies what it keeps, so the decompression buffer is reused
+// (every search candidate loads its record).
+func (ix *Index) decodeStored(v []byte, d *Document) error {
+	buf, _ := ix.recBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	plain, err := ix.dec.DecodeAll(v, (*buf)[:0])
+	if err != nil {
+		return fmt.Errorf("decompress page record: %w", err)
+	}
+	err = decodeRecord(plain, d)
+	if cap(plain) <= 4<<20 {
+		*buf = plain
+		ix.recBufs.Put(buf)
+	}
+	return err
+}
+
+// anchorsIn reads the anchor texts recorded for url (nil when none).
+func anchorsIn(txn *badger.Txn, u string) ([]string, error) {
+	item, err := txn.Get([]byte(prefixAnchors + u))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var anchors []string
+	err = item.Value(func(v []byte) error {
+		anchors, err = decodeAnchors(v)
+		return err
+	})
+	return anchors, err
 }
 
 // Get returns the stored page at url (Raw decompressed) or ErrNotFound.
