@@ -78,10 +78,14 @@ type Index struct {
 	dec *zstd.Decoder
 
 	flushMu sync.Mutex // serializes flushes; taken before mu, never after
-	mu      sync.Mutex // serializes page-store writers; guards st, pending, reindex
-	kick    chan struct{}
-	st      state
-	pending *pendingIndex // nil when empty
+	// anchorMu serializes writers of i:a: keys (AddAnchorsBatch's
+	// read-modify-write, Delete); taken before mu, so that reading and
+	// merging a page's links' anchors holds up no Put.
+	anchorMu sync.Mutex
+	mu       sync.Mutex // serializes page-store writers; guards st, pending, reindex
+	kick     chan struct{}
+	st       state
+	pending  *pendingIndex // nil when empty
 	// pendingHint sizes the next pending index (terms of the last batch).
 	pendingHint int
 	reindex     map[string]time.Time // URL -> first anchor change not yet indexed
@@ -517,6 +521,7 @@ func (ix *Index) PutBatch(ctx context.Context, docs []*Document) error {
 // preparedDoc is a validated, analyzed and compressed page ready to store.
 type preparedDoc struct {
 	doc      *Document
+	anchors  []string // the anchors analysed with it
 	dp       *docPostings
 	rec, raw []byte
 }
@@ -532,7 +537,7 @@ func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedDoc{doc: c, dp: ix.analyzeDoc(c, anchors), rec: ix.enc.EncodeAll(encodeRecord(c), nil)}
+	p := &preparedDoc{doc: c, anchors: anchors, dp: ix.analyzeDoc(c, anchors), rec: ix.enc.EncodeAll(encodeRecord(c), nil)}
 	if len(c.Raw) > 0 {
 		p.raw = ix.enc.EncodeAll(c.Raw, nil)
 	}
@@ -547,7 +552,7 @@ func (ix *Index) store(ctx context.Context, p *preparedDoc) error {
 		ix.mu.Unlock()
 		return ErrClosed
 	}
-	err := ix.putLocked(p.doc.URL, p.doc.Host, p.dp, p.rec, p.raw)
+	err := ix.putLocked(p.doc.URL, p.doc.Host, p.anchors, p.dp, p.rec, p.raw)
 	if err == nil {
 		ix.putsSinceFlush++
 	}
@@ -636,7 +641,11 @@ func (ix *Index) markDeleted(id uint32) {
 	ix.deleted[id/64].Or(1 << (id % 64)) // a pending doc's postings are dropped by the flush
 }
 
-func (ix *Index) putLocked(u, host string, dp *docPostings, rec, raw []byte) error {
+// putLocked stores a page analysed with anchors. If the page's recorded
+// anchors are no longer those (AddAnchorsBatch ran between the analysis
+// and now: it does not hold mu while it merges), the page is left waiting
+// for a re-index; otherwise any re-index request it had is settled.
+func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, rec, raw []byte) error {
 	ns := ix.st
 	id := ns.NextDoc
 	if id == math.MaxUint32 {
@@ -668,15 +677,30 @@ func (ix *Index) putLocked(u, host string, dp *docPostings, rec, raw []byte) err
 			return fmt.Errorf("index: put %q: %w", u, err)
 		}
 	}
-	if _, ok := ix.reindex[u]; ok {
-		if err := txn.Delete([]byte(prefixReindex + u)); err != nil {
-			return fmt.Errorf("index: put %q: %w", u, err)
-		}
+	cur, err := anchorsIn(txn, u)
+	if err != nil {
+		return fmt.Errorf("index: put %q: %w", u, err)
+	}
+	current := slices.Equal(cur, anchors)
+	_, waiting := ix.reindex[u]
+	switch {
+	case current && waiting:
+		err = txn.Delete([]byte(prefixReindex + u))
+	case !current && !waiting:
+		err = txn.Set([]byte(prefixReindex+u), nil)
+	}
+	if err != nil {
+		return fmt.Errorf("index: put %q: %w", u, err)
 	}
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("index: put %q: commit: %w", u, err)
 	}
-	delete(ix.reindex, u)
+	switch {
+	case current:
+		delete(ix.reindex, u)
+	case !waiting:
+		ix.reindex[u] = time.Now()
+	}
 	ix.metaMu.Lock()
 	ix.metas = append(ix.metas, dp.meta)
 	ix.maxStatic = max(ix.maxStatic, dp.meta.static)
@@ -705,6 +729,8 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ix.anchorMu.Lock()
+	defer ix.anchorMu.Unlock()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
@@ -748,7 +774,10 @@ func (ix *Index) AddAnchors(ctx context.Context, u string, anchors []string) err
 }
 
 // AddAnchorsBatch is AddAnchors for the links of a whole page (URL ->
-// anchor texts), in as few transactions as fit.
+// anchor texts), in as few transactions as fit. It reads and merges the
+// recorded anchors under anchorMu only, not the writer lock (a page's
+// links are many Badger reads): a Put that analysed a page before the
+// merge committed notices the change itself (see putLocked).
 func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -758,32 +787,32 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 			return fmt.Errorf("index: add anchors: invalid URL %q", truncUTF8(u, 100))
 		}
 	}
+	ix.anchorMu.Lock()
+	defer ix.anchorMu.Unlock()
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.closed {
+	closed := ix.closed
+	ix.mu.Unlock()
+	if closed {
 		return ErrClosed
 	}
 	txn := ix.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	var stored []string // URLs of stored pages in txn
+	var stored, unstored []string // changed in txn: URLs of stored pages, of others
 	commit := func() error {
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("index: add anchors: commit: %w", err)
 		}
-		now := time.Now()
-		for _, u := range stored {
-			if _, waiting := ix.reindex[u]; !waiting {
-				ix.reindex[u] = now
-			}
+		if err := ix.requestReindex(stored, unstored); err != nil {
+			return err
 		}
-		stored = stored[:0]
+		stored, unstored = stored[:0], unstored[:0]
 		txn = ix.db.NewTransaction(true)
 		return nil
 	}
 	for u, anchors := range byURL {
-		cur, err := ix.loadAnchors(u)
+		cur, err := anchorsIn(txn, u)
 		if err != nil {
-			return err
+			return fmt.Errorf("index: add anchors %q: %w", u, err)
 		}
 		changed := false
 		for _, a := range anchors {
@@ -822,10 +851,54 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 		}
 		if exists {
 			stored = append(stored, u)
+		} else {
+			unstored = append(unstored, u)
 		}
 	}
-	if err := commit(); err != nil {
-		return err
+	return commit()
+}
+
+// requestReindex queues for a re-index the pages whose new anchors were
+// just committed: those stored when the anchors were read (their request
+// is in the commit), and those of unstored that a Put stored since,
+// analysed without the new anchors and checked against the anchors before
+// the commit. A Put after this, under mu, sees the new anchors (see
+// putLocked). A page put meanwhile that already holds them is re-indexed
+// once more, which is harmless.
+func (ix *Index) requestReindex(stored, unstored []string) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var late []string
+	err := ix.db.View(func(txn *badger.Txn) error {
+		for _, u := range unstored {
+			_, ok, err := getDocID(txn, u)
+			if err != nil {
+				return err
+			}
+			if ok {
+				late = append(late, u)
+			}
+		}
+		return nil
+	})
+	if err == nil && len(late) > 0 {
+		err = ix.db.Update(func(txn *badger.Txn) error {
+			for _, u := range late {
+				if err := txn.Set([]byte(prefixReindex+u), nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("index: add anchors: re-index requests: %w", err)
+	}
+	now := time.Now()
+	for _, u := range slices.Concat(stored, late) {
+		if _, waiting := ix.reindex[u]; !waiting {
+			ix.reindex[u] = now
+		}
 	}
 	ix.publish()
 	return nil

@@ -178,7 +178,7 @@ func (ix *Index) applyReindexLocked(r *reindexed) error {
 		delete(ix.reindex, r.url)
 		return ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + r.url)) })
 	}
-	return ix.putLocked(r.url, r.host, r.dp, r.rec, r.raw)
+	return ix.putLocked(r.url, r.host, r.anchors, r.dp, r.rec, r.raw)
 }
 
 // inWindows calls prepare(i) for every i in [0, n) on up to GOMAXPROCS

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // TestReindexChangedWhileAnalysed: a re-index reads and analyses a page
@@ -130,4 +132,78 @@ func liveDocsWith(t *testing.T, ix *Index, term string) int {
 		}
 	}
 	return n
+}
+
+// TestAnchorsRacingAPut: AddAnchorsBatch merges anchors without the
+// writer lock, so a Put may analyse a page before new anchors commit and
+// store it after. Either order must end with the anchors indexed.
+func TestAnchorsRacingAPut(t *testing.T) {
+	const u = "http://a.test/1"
+	cases := []struct {
+		name string
+		race func(ctx context.Context, t *testing.T, ix *Index)
+	}{
+		{"put analysed before the anchors, stored after", func(ctx context.Context, t *testing.T, ix *Index) {
+			p, err := ix.prepare(doc(u, "first page", "plain body"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ix.releaseDoc(p.dp)
+			if err := ix.AddAnchors(ctx, u, []string{"zebra"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ix.store(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"put between the anchors' read and their re-index request", func(ctx context.Context, t *testing.T, ix *Index) {
+			// AddAnchorsBatch found no page, then a Put stored it
+			// without the anchors before the request was made.
+			if err := ix.Put(ctx, doc(u, "first page", "plain body")); err != nil {
+				t.Fatal(err)
+			}
+			if err := ix.db.Update(func(txn *badger.Txn) error {
+				return txn.Set([]byte(prefixAnchors+u), encodeAnchors([]string{"zebra"}))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ix.requestReindex(nil, []string{u}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			db := openDB(t, dir)
+			ix := openIndex(t, db, 1000)
+			tc.race(ctx, t, ix)
+			if got := ix.Stats().Pending; got != 2 {
+				t.Errorf("pending: %d, want the page and its re-index", got)
+			}
+			// The request survives a restart.
+			if err := ix.flush(ctx, false); err != nil { // busy: no re-index yet
+				t.Fatal(err)
+			}
+			ix.mu.Lock()
+			ix.closed = true // as after a crash: Close would re-index
+			ix.mu.Unlock()
+			close(ix.stop)
+			<-ix.done
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openDB(t, dir)
+			defer db.Close()
+			ix = openIndex(t, db, 1000)
+			defer ix.Close()
+			if err := ix.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := liveDocsWith(t, ix, "zebra"); n != 1 {
+				t.Errorf("live docs with the anchor: %d, want 1", n)
+			}
+		})
+	}
 }
