@@ -97,7 +97,8 @@ type Web struct {
 	reqMu sync.Mutex
 	reqs  []Request
 
-	bomb func() []byte
+	bomb        func() []byte
+	gzipWriters sync.Pool // *gzip.Writer
 
 	lns     listeners
 	httpSrv *http.Server
@@ -783,14 +784,14 @@ func (w *Web) serveSynth(lw *logWriter, r *http.Request, s *site) error {
 		for i := 0; i*sitemapPart < len(urls); i++ {
 			parts = append(parts, w.urlOf(s, fmt.Sprintf("/sitemaps/part-%d.xml.gz", i)))
 		}
-		return w.send(lw, r, s, 200, "application/gzip", gzipBytes(sitemapIndexXML(parts)), nil)
+		return w.send(lw, r, s, 200, "application/gzip", w.gzip(sitemapIndexXML(parts)), nil)
 	case rSitemapPart:
 		urls := w.sitemapURLs(s)
 		if rt.k*sitemapPart >= len(urls) {
 			return text(404, "404 Not Found")
 		}
 		part := urls[rt.k*sitemapPart : min(len(urls), (rt.k+1)*sitemapPart)]
-		return w.send(lw, r, s, 200, "application/gzip", gzipBytes(sitemapXML(part)), nil)
+		return w.send(lw, r, s, 200, "application/gzip", w.gzip(sitemapXML(part)), nil)
 	case rPage:
 		if ts := transientStatus(s, rt.k); ts != 0 && w.bump(norm) == 1 {
 			return w.send(lw, r, s, ts, "text/html", []byte("<html><body>try again</body></html>\n"), map[string]string{"Retry-After": "1"})
@@ -851,7 +852,7 @@ func (w *Web) sendPage(lw *logWriter, r *http.Request, s *site, norm string, p r
 	}
 	body := p.body
 	if acceptsGzip(r.Header.Get("Accept-Encoding")) && !s.has(ClassDrip) {
-		body = gzipBytes(body)
+		body = w.gzip(body)
 		hdr["Content-Encoding"] = "gzip"
 	}
 	return w.send(lw, r, s, 200, p.contentType, body, hdr)
