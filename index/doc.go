@@ -58,6 +58,18 @@
 // pages are fetched, and without that budget re-indexing doubled the
 // indexing work of a 100,000-page crawl.
 //
+// A re-index reads and analyses its pages on all cores without the writer
+// lock (Puts go on meanwhile) and writes the stored compressed record and
+// raw body again as they are, since only the anchors changed; under the
+// lock each page is put only if its docID and anchors are still those it
+// was analysed with (else it is analysed again there). AddAnchorsBatch
+// merges a page's links' anchors under anchorMu, not the writer lock (a
+// page's links cost two Badger reads each). The writers settle the race
+// this opens themselves: a Put compares, under the writer lock, the
+// anchors it analysed with those recorded now and leaves the page waiting
+// for a re-index when they differ; AddAnchorsBatch, after its commit,
+// queues the pages that a Put stored since it found them missing.
+//
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at
 // the end. In memory the index keeps per docID the field lengths, static
