@@ -144,7 +144,7 @@ func TestFlushCrashBetweenTransactions(t *testing.T) {
 	ctx := context.Background()
 	docs := testCorpus(300)
 	want, wantSt := runCorpus(t, docs, corpusRun{flushDocs: 150, cacheBytes: 0, memtable: 1 << 20})
-	for _, crash := range []bool{false, true} {
+	for _, killed := range []bool{false, true} {
 		dir := t.TempDir()
 		open := func() *badger.DB {
 			db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil).WithMemTableSize(1 << 20).WithValueThreshold(1 << 10))
@@ -182,25 +182,17 @@ func TestFlushCrashBetweenTransactions(t *testing.T) {
 		if st := ix.Stats(); st.Pending != 150 || st.Docs != 150 {
 			t.Fatalf("after failed flush: %+v", st)
 		}
-		if crash {
-			ix.mu.Lock()
-			ix.pending = nil
-			ix.closed = true
-			ix.mu.Unlock()
-			close(ix.stop)
-			<-ix.done
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
+		if killed {
+			crash(t, ix, db)
 			db = open()
 			ix = openIndex(t, db, 1<<30)
 		}
 		if err := ix.Close(); err != nil {
 			t.Fatal(err)
 		}
-		samePostings(t, fmt.Sprintf("crash=%v", crash), dumpPostings(t, db), want)
+		samePostings(t, fmt.Sprintf("crash=%v", killed), dumpPostings(t, db), want)
 		if st := ix.Stats(); st.Terms != wantSt.Terms || st.PostingsBytes != wantSt.PostingsBytes || st.Docs != wantSt.Docs || st.FieldLenSum != wantSt.FieldLenSum {
-			t.Errorf("crash=%v: stats %+v, want %+v", crash, st, wantSt)
+			t.Errorf("crash=%v: stats %+v, want %+v", killed, st, wantSt)
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)

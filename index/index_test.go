@@ -22,6 +22,21 @@ func openDB(t testing.TB, dir string) *badger.DB {
 	return db
 }
 
+// crash stops ix as a kill would: buffered postings are lost, nothing is
+// flushed or re-indexed, and db is closed. Reopen the directory to recover.
+func crash(t testing.TB, ix *Index, db *badger.DB) {
+	t.Helper()
+	ix.mu.Lock()
+	ix.pending = nil
+	ix.closed = true
+	ix.mu.Unlock()
+	close(ix.stop)
+	<-ix.done
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openIndex(t testing.TB, db *badger.DB, flushDocs int) *Index {
 	t.Helper()
 	opts := DefaultOptions()
@@ -289,15 +304,7 @@ func TestIndexPersistenceAndRecovery(t *testing.T) {
 		}
 	}
 	before := ix.Stats()
-	ix.mu.Lock()
-	ix.pending = nil
-	ix.closed = true
-	ix.mu.Unlock()
-	close(ix.stop)
-	<-ix.done
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	crash(t, ix, db)
 
 	db = openDB(t, dir)
 	defer db.Close()

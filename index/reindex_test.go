@@ -186,14 +186,7 @@ func TestAnchorsRacingAPut(t *testing.T) {
 			if err := ix.flush(ctx, false); err != nil { // busy: no re-index yet
 				t.Fatal(err)
 			}
-			ix.mu.Lock()
-			ix.closed = true // as after a crash: Close would re-index
-			ix.mu.Unlock()
-			close(ix.stop)
-			<-ix.done
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
+			crash(t, ix, db)
 			db = openDB(t, dir)
 			defer db.Close()
 			ix = openIndex(t, db, 1000)
