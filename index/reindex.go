@@ -79,6 +79,7 @@ func (ix *Index) reindexPages(ctx context.Context, urls []string) error {
 					err = ix.applyReindexLocked(&loaded[i])
 				}
 				loaded[i].release(ix)
+				loaded[i] = reindexed{} // the stored values too: a forced flush may re-index thousands of pages
 			}
 			return err
 		})
