@@ -95,7 +95,7 @@ func TestReindexChangedWhileAnalysed(t *testing.T) {
 				t.Error("re-index request still waiting")
 			}
 			for _, term := range tc.wantTerms {
-				if n := liveDocsWith(t, ix, term); n != 1 {
+				if n := len(searchDocs(t, ix, term)); n != 1 {
 					t.Errorf("live docs with %q: %d, want 1", term, n)
 				}
 			}
@@ -114,24 +114,6 @@ func TestReindexChangedWhileAnalysed(t *testing.T) {
 			}
 		})
 	}
-}
-
-// liveDocsWith counts the live documents whose postings hold term.
-func liveDocsWith(t *testing.T, ix *Index, term string) int {
-	t.Helper()
-	r := ix.NewReader()
-	defer r.Close()
-	p, err := r.Postings(term, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for d := p.Doc(); d != NoMoreDocs; d = p.Next() {
-		if r.Live(d) {
-			n++
-		}
-	}
-	return n
 }
 
 // TestAnchorsRacingAPut: AddAnchorsBatch merges anchors without the
@@ -194,7 +176,7 @@ func TestAnchorsRacingAPut(t *testing.T) {
 			if err := ix.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if n := liveDocsWith(t, ix, "zebra"); n != 1 {
+			if n := len(searchDocs(t, ix, "zebra")); n != 1 {
 				t.Errorf("live docs with the anchor: %d, want 1", n)
 			}
 		})
