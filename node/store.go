@@ -55,30 +55,33 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 // crawling the corpus showed three quarters of the Go heap in Badger's
 // write path — memtable arenas and the table builder that turns a full
 // memtable into an L0 table, which holds several copies of it — so the
-// memtables are 16 MiB, not Badger's 64. Snappy instead of ZSTD: the
-// index already zstd-compresses page records and cached copies, so
-// Badger's compression mostly re-compresses compressed bytes; Snappy
-// kept the store within 10% of ZSTD's size (5,000 synthetic pages: 20.7
-// against 19.0 MB) at less CPU on every table build and block read, and
-// without ZSTD's encoder history buffers. The block cache holds
-// decompressed blocks (Badger needs one when compression is on), kept
-// small because postings and frontier reads mostly hit the memtables and
-// the index's own tail cache. Every table the same size (Badger doubles
+// memtables are 16 MiB, not Badger's 64. No Badger compression: the index
+// already zstd-compresses page records and cached copies and varint-packs
+// its postings, so Badger's compression mostly re-compressed compressed
+// bytes, and every block read from a table paid for it: a freshly
+// allocated buffer, decompression, and a trip through the block cache.
+// Uncompressed, a block read is a slice of the memory-mapped table. On the
+// corpus that allocation, with the node's soft memory limit, was a large
+// part of the collector's and the page scavenger's work (BENCHMARKS.md,
+// "Badger without compression"). Without compression Badger needs no
+// block cache. Every table the same size (Badger doubles
 // them at each level below the base one): a table builder holds about
 // twice its table in memory, and a heap profile at 45,000 pages showed
 // 230 MB in compaction builders for 32–64 MB tables, and a quarter of the
 // CPU in the garbage collector trying to keep under the memory limit.
-// More, smaller files in the deepest levels cost little.
+// More, smaller files in the deepest levels cost little. Tables written
+// compressed by an older build keep their compression (Badger records it
+// per table) and are read and compacted as before.
 func BadgerOptions(dir string) badger.Options {
 	o := badger.DefaultOptions(dir).
 		WithLogger(nil).
 		WithMemTableSize(16 << 20).
 		WithNumMemtables(3).
-		WithBlockCacheSize(16 << 20).
+		WithBlockCacheSize(0).
 		WithIndexCacheSize(8 << 20).
 		WithValueLogFileSize(256 << 20).
 		WithValueThreshold(4 << 10).
-		WithCompression(options.Snappy).
+		WithCompression(options.None).
 		WithNumCompactors(2).
 		WithDetectConflicts(false)
 	o.TableSizeMultiplier = 1 // Badger has no With method for it
