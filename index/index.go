@@ -108,6 +108,10 @@ type Index struct {
 	maxStatic float64
 	metas     []docMeta
 	deleted   []atomic.Uint64
+	// deletions counts markDeleted calls, each counted after its bit is
+	// set: a reader that sees the count unchanged across a pass over
+	// postings knows no document died during the pass (Reader.Deletions).
+	deletions atomic.Uint64
 	pub       state
 	pubPend   int
 
@@ -639,6 +643,7 @@ func (ix *Index) markDeleted(id uint32) {
 		ix.metaMu.Unlock()
 	}
 	ix.deleted[id/64].Or(1 << (id % 64)) // a pending doc's postings are dropped by the flush
+	ix.deletions.Add(1)
 }
 
 // putLocked stores a page analysed with anchors. If the page's recorded

@@ -58,6 +58,26 @@ func (r *Reader) Live(id uint32) bool {
 	return w >= len(r.deleted) || r.deleted[w].Load()&(1<<(id%64)) == 0
 }
 
+// Flushed is the view's watermark: every docID below it has its postings
+// written, and none at or above it is Live.
+func (r *Reader) Flushed() uint32 { return r.st.Flushed }
+
+// Deletions counts the documents deleted or replaced since the index was
+// opened, read now rather than when the view was opened; current reports
+// whether the view still shares the index's tombstone bits (they are
+// copied when docIDs outgrow them, and a view holding the old copy misses
+// later deletions). A deleted document stops being Live in every view
+// sharing the bits at once, and the count moves only after that. So a
+// caller that reads the same count, current both times, before and after
+// a pass over postings saw every deletion counted by it, and no other.
+func (r *Reader) Deletions() (n uint64, current bool) {
+	r.ix.metaMu.RLock()
+	current = len(r.deleted) == len(r.ix.deleted) && (len(r.deleted) == 0 || &r.deleted[0] == &r.ix.deleted[0])
+	n = r.ix.deletions.Load()
+	r.ix.metaMu.RUnlock()
+	return n, current
+}
+
 // FieldLens returns the per-field lengths (token counts) of doc id.
 func (r *Reader) FieldLens(id uint32) [NumFields]uint32 { return r.metas[id].lens }
 

@@ -34,6 +34,12 @@
 // counts replaced documents not yet purged. How many of those a node holds
 // depends on its history, and header DFs made a page score differently on
 // its owner and on the replica that took over from it.
+// That pass reads a term's whole list, so on a large shard it made every
+// query with a common term cost in proportion to the shard. The DF cache
+// (dfcache.go) keeps each term's count with the watermark and deletion
+// count it was made at: a later view with no deletion since adds only the
+// documents flushed after it; any deletion or replacement makes the next
+// query count again. Host-filtered statistics are always counted.
 //
 // # Local execution (local.go)
 //

@@ -28,6 +28,7 @@ type Local struct {
 	ix           *index.Index
 	p            Params
 	SnippetRunes int
+	dfs          dfCache
 }
 
 // NewLocal returns a local engine over ix with BM25F parameters p.
@@ -502,7 +503,9 @@ func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host s
 // depends on its history (an owner re-indexes a page each time new anchor
 // text arrives; a replica that takes the host over received it once).
 // Header DFs made the same page score differently on the owner and on the
-// replica that took over from it, so a takeover reordered results.
+// replica that took over from it, so a takeover reordered results. Without
+// a host filter the count comes from the DF cache (dfcache.go), exact
+// while no document is deleted.
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
 	keep := func(string) bool { return true }
 	if hostFilter != nil {
@@ -540,13 +543,21 @@ func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if all {
+			df, err := l.dfs.count(r, t)
+			if err != nil {
+				return nil, err
+			}
+			st.DF[t] = df
+			continue
+		}
 		p, err := r.Postings(t, false)
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
 		var df int64
 		for d := p.Doc(); d != index.NoMoreDocs; d = p.Next() {
-			if r.Live(d) && (all || keep(r.Host(d))) {
+			if r.Live(d) && keep(r.Host(d)) {
 				df++
 			}
 		}
