@@ -55,18 +55,22 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 // crawling the corpus showed three quarters of the Go heap in Badger's
 // write path — memtable arenas and the table builder that turns a full
 // memtable into an L0 table, which holds several copies of it — so the
-// memtables are 16 MiB, not Badger's 64. No Badger compression: the index
-// already zstd-compresses page records and cached copies and varint-packs
-// its postings, so Badger's compression mostly re-compressed compressed
-// bytes, and every block read from a table paid for it: a freshly
-// allocated buffer, decompression, and a trip through the block cache.
-// Uncompressed, a block read is a slice of the memory-mapped table. On the
-// corpus that allocation, with the node's soft memory limit, was a large
-// part of the collector's and the page scavenger's work (BENCHMARKS.md,
-// "Badger without compression"). Without compression Badger needs no
-// block cache. Every table the same size (Badger doubles
-// them at each level below the base one): a table builder holds about
-// twice its table in memory, and a heap profile at 45,000 pages showed
+// memtables are 16 MiB, not Badger's 64.
+//
+// No Badger compression. The index already zstd-compresses page records
+// and cached copies and varint-packs its postings; Snappy on top still
+// saved a third of a compacted synthetic store, but every block read paid
+// for it: a freshly allocated buffer, a decode, a trip through the block
+// cache. Uncompressed, a block read is a slice of the memory-mapped table,
+// and Badger needs no block cache. On the corpus those buffers were a
+// large share of a node's large allocations, each of which, near the soft
+// memory limit, first made the runtime return pages to the kernel; in the
+// single-node benchmark peak RSS fell by 120–145 MB at the same rate. The
+// price is disk: +17 % before compaction, +52 % after (BENCHMARKS.md,
+// "Badger uncompressed, a DF cache"), 0.65× Bleve's.
+//
+// Every table the same size (Badger doubles them at each level below the
+// base one): a table builder holds about twice its table in memory, and a heap profile at 45,000 pages showed
 // 230 MB in compaction builders for 32–64 MB tables, and a quarter of the
 // CPU in the garbage collector trying to keep under the memory limit.
 // More, smaller files in the deepest levels cost little. Tables written
