@@ -41,34 +41,45 @@ func (c *dfCache) count(r *index.Reader, term string) (int64, error) {
 	c.mu.Lock()
 	e, ok := c.entries[term]
 	c.mu.Unlock()
-	if ok && e.deletions == before && current && e.flushed == flushed {
+	valid := ok && current && e.deletions == before
+	if valid && e.flushed == flushed {
 		return e.df, nil
 	}
 	from, df := uint32(0), int64(0)
-	if ok && e.deletions == before && current && e.flushed < flushed {
+	if valid && e.flushed < flushed {
 		from, df = e.flushed, e.df
 	}
-	p, err := r.Postings(term, false)
+	more, err := liveDF(r, term, from, nil)
 	if err != nil {
-		return 0, fmt.Errorf("search: %w", err)
+		return 0, err
 	}
-	for d := p.Advance(from); d != index.NoMoreDocs && d < flushed; d = p.Next() {
-		if r.Live(d) {
-			df++
-		}
-	}
-	if err := p.Err(); err != nil {
-		return 0, fmt.Errorf("search: %w", err)
-	}
+	df += more
 	if after, stillCurrent := r.Deletions(); current && stillCurrent && after == before {
 		c.mu.Lock()
 		if c.entries == nil || len(c.entries) >= dfCacheTerms {
 			c.entries = make(map[string]dfEntry)
 		}
-		if old, had := c.entries[term]; !had || old.deletions != before || old.flushed <= flushed {
-			c.entries[term] = dfEntry{df: df, flushed: flushed, deletions: before}
-		}
+		c.entries[term] = dfEntry{df: df, flushed: flushed, deletions: before}
 		c.mu.Unlock()
+	}
+	return df, nil
+}
+
+// liveDF counts the Live documents from docID from on in term's postings
+// whose host passes keep (nil = all).
+func liveDF(r *index.Reader, term string, from uint32, keep func(host string) bool) (int64, error) {
+	p, err := r.Postings(term, false)
+	if err != nil {
+		return 0, fmt.Errorf("search: %w", err)
+	}
+	var df int64
+	for d := p.Advance(from); d < r.Flushed(); d = p.Next() { // NoMoreDocs is above every watermark
+		if r.Live(d) && (keep == nil || keep(r.Host(d))) {
+			df++
+		}
+	}
+	if err := p.Err(); err != nil {
+		return 0, fmt.Errorf("search: %w", err)
 	}
 	return df, nil
 }

@@ -543,26 +543,15 @@ func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if all {
-			df, err := l.dfs.count(r, t)
-			if err != nil {
-				return nil, err
-			}
-			st.DF[t] = df
-			continue
-		}
-		p, err := r.Postings(t, false)
-		if err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
 		var df int64
-		for d := p.Doc(); d != index.NoMoreDocs; d = p.Next() {
-			if r.Live(d) && keep(r.Host(d)) {
-				df++
-			}
+		var err error
+		if all {
+			df, err = l.dfs.count(r, t)
+		} else {
+			df, err = liveDF(r, t, 0, keep)
 		}
-		if err := p.Err(); err != nil {
-			return nil, fmt.Errorf("search: %w", err)
+		if err != nil {
+			return nil, err
 		}
 		st.DF[t] = df
 	}
