@@ -347,12 +347,20 @@ func TestHostileThousandsOfIdleStreams(t *testing.T) {
 	attacker.Close()
 	waitFor(t, 15*time.Second, "goroutines back down", func() bool { return runtime.NumGoroutine() <= baseline+50 })
 	t.Logf("goroutines after: %d", runtime.NumGoroutine())
-	// Still serving.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if resp, err := honest.Request(ctx, victim.ID(), []byte("q")); err != nil || string(resp) != "ok" {
-		t.Fatalf("after the attack: %q %v", resp, err)
-	}
+	// Still serving: an honest request succeeds within 5 s. A stream
+	// opened while the attacker's 2,000 are still being reset may itself
+	// be reset (seen under a loaded full test run), so requests are
+	// retried until then; the victim must not stay unreachable.
+	waitFor(t, 5*time.Second, "an honest request served after the attack", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := honest.Request(ctx, victim.ID(), []byte("q"))
+		if err != nil || string(resp) != "ok" {
+			t.Logf("after the attack: %q %v", resp, err)
+			return false
+		}
+		return true
+	})
 }
 
 // A peer sends valid URL batches as fast as it can (far beyond 100,000
