@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,6 +45,16 @@ func newHandlerNode(t *testing.T, cfg Config) (*Node, *httptest.Server) {
 // base URL; the node stops when the test ends.
 func runNode(t *testing.T, cfg Config) (*Node, string) {
 	t.Helper()
+	n, base, stop := startNode(t, cfg)
+	t.Cleanup(stop)
+	return n, base
+}
+
+// startNode is runNode with the stop in the caller's hands: stop ends Run
+// and waits for it (it may be called more than once), so that a test can
+// start another node on the same data directory.
+func startNode(t *testing.T, cfg Config) (_ *Node, base string, stop func()) {
+	t.Helper()
 	cfg.HTTPAddr = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := New(ctx, cfg, quietLogger())
@@ -53,29 +64,33 @@ func runNode(t *testing.T, cfg Config) (*Node, string) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("Run did not return 20 s after cancel")
 			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("Run did not return 20 s after cancel")
-		}
-	})
+		})
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for n.HTTPAddr() == "" && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	base := "http://" + n.HTTPAddr()
+	base = "http://" + n.HTTPAddr()
 	for {
 		resp, err := http.Get(base + "/api/status")
 		if err == nil {
 			resp.Body.Close()
-			return n, base
+			return n, base, stop
 		}
 		if time.Now().After(deadline) {
+			stop()
 			t.Fatalf("node HTTP API at %s not up after 10 s: %v", base, err)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -152,6 +152,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if err := n.loadReplicaHosts(); err != nil {
 		return nil, fmt.Errorf("load replica hosts: %w", err)
 	}
+	if err := n.loadOutbox(ctx); err != nil {
+		return nil, err
+	}
 	n.net.SetURLHandler(n.receiveURLs)
 	n.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
 		return n.coord.HandleShardRequest(ctx, req)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,7 +77,138 @@ func TestStoreWaitsForReplica(t *testing.T) {
 	// The wait ends with the context.
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
-	if err := owner.awaitReplicas(cctx, []*replCommit{newReplCommit(replica.net.ID())}); err == nil {
+	if err := owner.awaitReplicas(cctx, replWait{commits: []*replCommit{newReplCommit(replica.net.ID())}}); err == nil {
 		t.Error("awaitReplicas with a cancelled context returned nil")
+	}
+}
+
+// TestOutboxSurvivesOwnerRestart is the two-fault case: a replica is away
+// while its host's owner stores pages, and the owner is stopped before the
+// replica is back. The pages the replica missed must reach it once both
+// run again (the owner's outbox, kept in Badger), or the replica would
+// fetch them again when it takes the host over.
+func TestOutboxSurvivesOwnerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes and restarts two")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bootNode, _ := runNode(t, testConfig(t))
+	var boot []string
+	for _, a := range bootNode.net.Addrs() {
+		boot = append(boot, a.String()+"/p2p/"+bootNode.PeerID())
+	}
+	cfgs := []Config{testConfig(t), testConfig(t)}
+	nodes := make([]*Node, 2)
+	stops := make([]func(), 2)
+	for i := range cfgs {
+		cfgs[i].Bootstrap = boot
+		nodes[i], _, stops[i] = startNode(t, cfgs[i])
+		t.Cleanup(stops[i])
+	}
+	waitMembers := func(ns ...*Node) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for _, n := range ns {
+			for len(n.net.Members()) < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("node %s sees %d members after 30 s", n.PeerID(), len(n.net.Members()))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	waitMembers(bootNode, nodes[0], nodes[1])
+	// A host whose two replicas (R = 2 of 3) are the nodes to restart.
+	var host string
+	ownerAt := 0
+	for i := 0; host == ""; i++ {
+		h := fmt.Sprintf("outbox-%d.example", i)
+		if reps := nodes[0].net.Replicas(h); len(reps) == 2 && !slices.Contains(reps, bootNode.net.ID()) {
+			host = h
+			if reps[0] == nodes[1].net.ID() {
+				ownerAt = 1
+			}
+		}
+	}
+	replicaAt := 1 - ownerAt
+	owner, replicaID := nodes[ownerAt], nodes[replicaAt].net.ID()
+	s := &sink{n: owner}
+	store := func(i int) string {
+		p := &crawl.Page{
+			URL: fmt.Sprintf("http://%s/page-%d", host, i), Host: host, Status: 200, FetchedAt: time.Now(),
+			ContentType: "text/html", Title: fmt.Sprintf("page %d", i), Text: fmt.Sprintf("stored while the replica was away, page %d", i),
+		}
+		p.ContentHash = crawl.ContentHash(p.Text)
+		if err := s.Store(ctx, p); err != nil {
+			t.Fatalf("Store %s: %v", p.URL, err)
+		}
+		return p.URL
+	}
+	store(0) // while the replica is there: the owner has seen it as one
+	stops[replicaAt]()
+	var urls []string
+	for i := range 3 {
+		urls = append(urls, store(i+1))
+	}
+	notFetched := &crawl.Page{URL: "http://" + host + "/gone", Host: host, Status: 404}
+	if err := s.Store(ctx, notFetched); err != nil {
+		t.Fatalf("Store %s: %v", notFetched.URL, err)
+	}
+	outboxKeys := func(n *Node) int {
+		count := 0
+		if err := n.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixOutbox + replicaID.String() + "\x00")})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				count++
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("read outbox: %v", err)
+		}
+		return count
+	}
+	// Store returned: the owner's outbox holds every item for the replica.
+	if got := outboxKeys(owner); got != len(urls)+1 {
+		t.Fatalf("owner's outbox for the away replica holds %d items, want %d", got, len(urls)+1)
+	}
+	stops[ownerAt]()
+
+	replica, _, stop := startNode(t, cfgs[replicaAt])
+	t.Cleanup(stop)
+	owner, _, stop = startNode(t, cfgs[ownerAt])
+	t.Cleanup(stop)
+	waitMembers(replica, owner)
+	deadline := time.Now().Add(30 * time.Second)
+	markerKey := []byte(prefixFetchedMarker + host + "\x00" + notFetched.URL)
+	for _, u := range urls {
+		for {
+			_, err := replica.ix.Get(ctx, u)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica never received %s, stored while it was away: %v", u, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for {
+		err := replica.db.View(func(txn *badger.Txn) error { _, err := txn.Get(markerKey); return err })
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never received the fetch marker of %s: %v", notFetched.URL, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Acknowledged items leave the outbox.
+	for outboxKeys(owner) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("owner's outbox still holds %d items after delivery", outboxKeys(owner))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

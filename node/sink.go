@@ -88,8 +88,8 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	// delivery to the replicas overlaps the local write. Should that write
 	// fail, the crawler calls Store again, and the replicas take the page
 	// twice (Put is idempotent).
-	commits := n.replicate(doc)
-	if len(commits) > 0 {
+	wait := n.replicate(doc)
+	if len(wait.commits) > 0 {
 		n.repl.kickNow()
 	}
 	if err := n.ix.Put(ctx, doc); err != nil {
@@ -112,7 +112,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	}
 	// Group commit: the page counts as stored once the replica that would
 	// take its host over holds it (see replicator).
-	return n.awaitReplicas(ctx, commits)
+	return n.awaitReplicas(ctx, wait)
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
