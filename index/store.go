@@ -118,15 +118,45 @@ func (ix *Index) Get(ctx context.Context, url string) (*PageRecord, error) {
 	return rec, nil
 }
 
-// ForEachPage calls fn for every stored page of host ("" = all hosts), in
-// host then docID order, stopping at the first error fn returns.
-func (ix *Index) ForEachPage(ctx context.Context, host string, fn func(*PageRecord) error) error {
+// HostURLs returns the URLs of host's stored pages.
+func (ix *Index) HostURLs(ctx context.Context, host string) ([]string, error) {
+	ids, err := ix.hostDocIDs(host)
+	if err != nil {
+		return nil, err
+	}
+	urls := make([]string, 0, len(ids))
+	err = ix.db.View(func(txn *badger.Txn) error {
+		for _, id := range ids {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			item, err := txn.Get(docKey(prefixDoc, id))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			var d Document
+			if err := item.Value(func(v []byte) error { return ix.decodeStored(v, &d) }); err != nil {
+				return fmt.Errorf("doc %d: %w", id, err)
+			}
+			urls = append(urls, d.URL)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: URLs of %q: %w", host, err)
+	}
+	return urls, nil
+}
+
+// hostDocIDs lists the docIDs of host's pages ("" = all hosts).
+func (ix *Index) hostDocIDs(host string) ([]uint32, error) {
 	prefix := []byte(prefixHost)
 	if host != "" {
 		prefix = append(append(prefix, host...), 0)
 	}
-	// Collect IDs first: fn may take long, and a read transaction held for
-	// the whole walk would pin Badger's memtables.
 	var ids []uint32
 	err := ix.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: prefix})
@@ -141,7 +171,19 @@ func (ix *Index) ForEachPage(ctx context.Context, host string, fn func(*PageReco
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("index: list pages of %q: %w", host, err)
+		return nil, fmt.Errorf("index: list pages of %q: %w", host, err)
+	}
+	return ids, nil
+}
+
+// ForEachPage calls fn for every stored page of host ("" = all hosts), in
+// host then docID order, stopping at the first error fn returns.
+func (ix *Index) ForEachPage(ctx context.Context, host string, fn func(*PageRecord) error) error {
+	// Collect IDs first: fn may take long, and a read transaction held for
+	// the whole walk would pin Badger's memtables.
+	ids, err := ix.hostDocIDs(host)
+	if err != nil {
+		return err
 	}
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {

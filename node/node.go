@@ -162,6 +162,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	n.net.SetDeliverHandler(topicHandoffPages, n.receiveHandoffPages)
 	n.net.SetDeliverHandler(topicHandoffHost, n.receiveHandoffHost)
 	n.net.SetDeliverHandler(topicReplica, n.receiveReplica)
+	n.net.SetDeliverHandler(topicReplicaPull, n.receivePull)
 	n.net.SetDeliverHandler(topicManifest, n.receiveManifest)
 	return n, nil
 }

@@ -731,6 +731,7 @@ func (n *Node) takeOver(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
+	n.pullHosts(ctx, hosts)
 	for _, host := range hosts {
 		if err := n.takeOverHost(ctx, host); err != nil {
 			if ctx.Err() == nil {

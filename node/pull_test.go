@@ -1,0 +1,113 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"sou/crawl"
+)
+
+// TestTakeoverPullsWhatOthersHold: a member that is not among a host's
+// replicas now, but was one in an earlier view, holds a page, a fetch
+// marker and a sitemap read of the host that the replica taking the host
+// over lacks. The takeover's pull brings them over, so the new owner marks
+// them fetched instead of fetching them again; a member that does not
+// hold the host may not pull it.
+func TestTakeoverPullsWhatOthersHold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	nodes := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var host string
+	var taker, other *Node
+	for i := 0; host == ""; i++ {
+		h := fmt.Sprintf("pull-%d.example", i)
+		reps := nodes[0].net.Replicas(h)
+		for _, n := range nodes {
+			if !slices.Contains(reps, n.net.ID()) {
+				other = n
+			}
+		}
+		if other != nil && len(reps) == 2 {
+			host = h
+			for _, n := range nodes {
+				if n.net.ID() == reps[1] {
+					taker = n
+				}
+			}
+		}
+	}
+	page := &crawl.Page{
+		URL: "http://" + host + "/kept-elsewhere", Host: host, Status: 200, FetchedAt: time.Now(),
+		ContentType: "text/html", Title: "kept elsewhere", Text: "a page only a former replica holds",
+	}
+	page.ContentHash = crawl.ContentHash(page.Text)
+	if err := other.ix.Put(ctx, DocumentFromPage(page)); err != nil {
+		t.Fatal(err)
+	}
+	marker := "http://" + host + "/redirected"
+	sitemap := sitemapRecord{Host: host, URL: "http://" + host + "/sitemap.xml", Listed: []string{page.URL}}
+	sm, err := encodeGob(sitemap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set([]byte(prefixFetchedMarker+host+"\x00"+marker), nil); err != nil {
+			return err
+		}
+		return txn.Set([]byte(prefixSitemap+host+"\x00"+sitemap.URL), sm)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Not a holder of the host: refused.
+	req, err := encodeGob(pullMsg{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.net.Send(ctx, taker.net.ID(), topicReplicaPull, req); err == nil {
+		t.Error("a pull by a member that does not hold the host was answered")
+	}
+	if err := taker.net.Send(ctx, other.net.ID(), topicReplicaPull, req); err != nil {
+		t.Fatalf("a pull by a replica was refused: %v", err)
+	}
+	if _, err := taker.ix.Get(ctx, page.URL); err != nil {
+		t.Fatalf("the pull returned without the page stored at the puller: %v", err)
+	}
+
+	// The takeover itself: pull, then mark fetched.
+	if err := taker.ix.Delete(ctx, page.URL); err != nil {
+		t.Fatal(err)
+	}
+	taker.pullHosts(ctx, []string{host})
+	if err := taker.takeOverHost(ctx, host); err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	if _, err := taker.ix.Get(ctx, page.URL); err != nil {
+		t.Fatalf("new owner does not hold %s after the takeover: %v", page.URL, err)
+	}
+	exp, err := taker.crawler.ExportHost(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{page.URL, marker} {
+		found := false
+		for _, rec := range exp.URLs {
+			found = found || bytes.Contains(rec, []byte(u))
+		}
+		if !found {
+			t.Errorf("%s is not in the new owner's URL-seen set: it would be fetched again", u)
+		}
+	}
+	if !bytes.Contains(exp.State, []byte(sitemap.URL)) {
+		t.Errorf("the sitemap read elsewhere is not in the new owner's host state: it would be read again")
+	}
+}
