@@ -220,10 +220,20 @@ func (s *settling) mayCrawl(host string, now time.Time) bool {
 // hand them back a second later. Both crawl what the owner already fetched
 // (measured: most duplicate fetches under repeated SIGKILLs). A member that
 // is really gone costs its hosts one grace period of crawling.
+//
+// A restarted node also waits for the hosts it owns until their other
+// replicas among the remembered members are seen: a page stored before
+// that is replicated to nobody who would take the host over, and on a
+// loaded machine the others may have taken the host over meanwhile
+// (TestSIGKILLs: pages fetched by a node 1.5 s after its restart, fetched
+// again by the member that took its hosts when it was killed next).
 type recent struct {
 	mu    sync.Mutex
 	until map[peer.ID]time.Time
-	grace time.Duration
+	// unseen are the members remembered from the last run and not yet
+	// seen in this one.
+	unseen map[peer.ID]bool
+	grace  time.Duration
 }
 
 const prefixMember = "n:m/"
@@ -235,6 +245,7 @@ func recentGrace(memberTimeout time.Duration) time.Duration { return 2 * memberT
 // loadRemembered reads the membership of the last run.
 func (n *Node) loadRemembered(grace time.Duration) error {
 	n.recent.until = map[peer.ID]time.Time{}
+	n.recent.unseen = map[peer.ID]bool{}
 	n.recent.grace = grace
 	until := time.Now().Add(grace)
 	return n.db.View(func(txn *badger.Txn) error {
@@ -244,6 +255,7 @@ func (n *Node) loadRemembered(grace time.Duration) error {
 			id, err := peer.Decode(string(it.Item().Key()[len(prefixMember):]))
 			if err == nil && id != n.net.ID() {
 				n.recent.until[id] = until
+				n.recent.unseen[id] = true
 			}
 		}
 		return nil
@@ -256,6 +268,7 @@ func (n *Node) memberEvent(id peer.ID, joined bool) {
 	n.recent.mu.Lock()
 	if joined {
 		delete(n.recent.until, id)
+		delete(n.recent.unseen, id)
 	} else {
 		n.recent.until[id] = time.Now().Add(n.recent.grace)
 	}
@@ -273,17 +286,23 @@ func (n *Node) memberEvent(id peer.ID, joined bool) {
 }
 
 // ownsAmongRecent reports whether this node owns host when the members
-// that may still be alive count as members too.
+// that may still be alive count as members too, and none of the host's
+// other replicas among them is a member remembered from the last run and
+// not seen yet.
 func (n *Node) ownsAmongRecent(host string) bool {
 	now := time.Now()
-	var ids []peer.ID
+	var ids, unseen []peer.ID
 	n.recent.mu.Lock()
 	for id, until := range n.recent.until {
 		if now.After(until) {
 			delete(n.recent.until, id)
+			delete(n.recent.unseen, id)
 			continue
 		}
 		ids = append(ids, id)
+		if n.recent.unseen[id] {
+			unseen = append(unseen, id)
+		}
 	}
 	n.recent.mu.Unlock()
 	if len(ids) == 0 {
@@ -292,5 +311,14 @@ func (n *Node) ownsAmongRecent(host string) bool {
 	for _, m := range n.net.Members() {
 		ids = append(ids, m.ID)
 	}
-	return p2p.OwnerOf(ids, host) == n.net.ID()
+	reps := p2p.ReplicasOf(ids, host, n.net.ReplicationFactor())
+	if len(reps) == 0 || reps[0] != n.net.ID() {
+		return false
+	}
+	for _, r := range reps[1:] {
+		if slices.Contains(unseen, r) {
+			return false
+		}
+	}
+	return true
 }

@@ -266,4 +266,21 @@ func TestRecentMembersHoldTheirHosts(t *testing.T) {
 	if n.ownsAmongRecent(host) {
 		t.Fatal("after a restart, a remembered member holds its hosts")
 	}
+	// A host this node owns, whose other replica is the remembered member:
+	// not crawled until that member is seen (or its grace ends), since a
+	// page stored meanwhile would have no other holder.
+	var mine string
+	for i := 0; mine == ""; i++ {
+		h := fmt.Sprintf("m%d.example", i)
+		if p2p.OwnerOf([]peer.ID{n.net.ID(), other}, h) == n.net.ID() {
+			mine = h
+		}
+	}
+	if n.ownsAmongRecent(mine) {
+		t.Fatal("after a restart, a host was crawled before its remembered replica was seen")
+	}
+	n.memberEvent(other, true)
+	if !n.ownsAmongRecent(mine) {
+		t.Fatal("the remembered replica was seen, the host is this node's to crawl")
+	}
 }

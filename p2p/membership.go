@@ -112,6 +112,9 @@ func (n *Node) isMember(p peer.ID) bool {
 // Owner is the owner of host by this node's view.
 func (n *Node) Owner(host string) peer.ID { return OwnerOf(n.memberIDs(), host) }
 
+// ReplicationFactor is R, the number of members that hold each host.
+func (n *Node) ReplicationFactor() int { return n.cfg.Replicas }
+
 // Replicas is the R closest live members to host, owner first.
 func (n *Node) Replicas(host string) []peer.ID {
 	return ReplicasOf(n.memberIDs(), host, n.cfg.Replicas)
