@@ -69,16 +69,17 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 // price is disk: +17 % before compaction, +52 % after (BENCHMARKS.md,
 // "Badger uncompressed, a DF cache"), 0.65× Bleve's.
 //
-// Values over 1 KiB go to the value log (Badger's default is 1 MiB). Page
-// records, cached copies and most postings blocks are larger than that: in the LSM tree every one of them was
-// written to the memtable's log, the memtable, an L0 table and each
-// compaction after it; in the value log it is written once and the tree
-// holds a pointer. Measured alternately against 4 KiB (BENCHMARKS.md,
-// "Value log threshold"): the single-node crawl 466 → 531 pages/s and
-// 22.6 → 19.5 s of CPU for 5,000 pages, the 20,000-page growth run 17 %
-// less CPU, query latency unchanged, disk +3–5 %, peak RSS +40 MB (mapped
-// value-log pages). Rewritten postings tails leave garbage in the value
-// log, which runValueLogGC reclaims.
+// Values over 1 KiB go to the value log (Badger's default is 1 MiB).
+// Page records, cached copies and most postings blocks are larger than
+// that: in the LSM tree every one of them was written to the memtable's
+// log, the memtable, an L0 table and each compaction after it; in the
+// value log it is written once and the tree holds a pointer. Measured
+// alternately against 4 KiB (BENCHMARKS.md, "Value log threshold"): the
+// single-node crawl 466 → 531 pages/s and 22.6 → 19.5 s of CPU for 5,000
+// pages, the 20,000-page growth run 17 % less CPU, query latency
+// unchanged, disk +3–5 %, peak RSS +20–50 MB (mapped value-log pages).
+// Rewritten postings tails leave garbage in the value log, which
+// runValueLogGC reclaims.
 //
 // Every table the same size (Badger doubles them at each level below the
 // base one): a table builder holds about twice its table in memory, and a heap profile at 45,000 pages showed

@@ -20,10 +20,14 @@ import (
 
 // killRecord is one SIGKILL sent by the launcher: the address the node
 // fetches from (its --source-ip), when the signal was sent, and when the
-// node was started again (zero if it was not). Every request from that
-// address that the web began to handle between the two was sent by the
-// killed process: the web logs a request when its handler starts, which on
-// a loaded machine can be well after the client sent it.
+// restarted node began (zero if it was not restarted): the new process's
+// own start, from its reported uptime, not the launcher's exec, because a
+// process starting under load takes a while before it even runs Go code.
+// Every request from that address that the web began to handle between the
+// two was sent by the killed process: the web logs a request when its
+// handler starts, which on a loaded machine can be well after the client
+// sent it (CI: 239 ms after the kill, when the launcher's exec of the new
+// process had come first).
 type killRecord struct {
 	Node   int
 	Client string
@@ -47,17 +51,28 @@ func (k *killLog) kill(p *nodeProc) {
 	k.mu.Unlock()
 }
 
-// restart starts the killed p again and records when.
+// restart starts the killed p again and records when its new process
+// began.
 func (k *killLog) restart(ctx context.Context, p *nodeProc, bootstrap []string) error {
 	k.mu.Lock()
+	last := -1
 	for i := len(k.kills) - 1; i >= 0; i-- {
 		if k.kills[i].Node == p.Index {
+			last = i
 			k.kills[i].Back = time.Now()
 			break
 		}
 	}
 	k.mu.Unlock()
-	return p.restart(ctx, bootstrap)
+	if err := p.restart(ctx, bootstrap); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	if last >= 0 && p.StartedAt.After(k.kills[last].Back) {
+		k.kills[last].Back = p.StartedAt
+	}
+	k.mu.Unlock()
+	return nil
 }
 
 func (k *killLog) list() []killRecord {

@@ -28,6 +28,10 @@ type nodeProc struct {
 	DataDir string
 	PeerID  string
 	Addrs   []string
+	// StartedAt is no later than the moment the running process's node
+	// began (its reported uptime, counted back from before the request):
+	// it cannot have sent a request before then.
+	StartedAt time.Time
 
 	args     []string // baseArgs plus the current bootstrap peers
 	baseArgs []string
@@ -134,9 +138,11 @@ func (p *nodeProc) waitReady(ctx context.Context, limit time.Duration) error {
 			return ctx.Err()
 		case <-time.After(150 * time.Millisecond):
 		}
+		asked := time.Now()
 		st, err := p.status(ctx)
 		if err == nil {
 			p.PeerID, p.Addrs = st.PeerID, st.Addrs
+			p.StartedAt = asked.Add(-time.Duration(st.UptimeS * float64(time.Second)))
 			return nil
 		}
 	}
