@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -177,24 +178,37 @@ func (n *Node) receivePull(ctx context.Context, from peer.ID, payload []byte) er
 		sent += len(q.docs) + len(q.markers) + len(q.maps)
 		return n.sendReplicaQueue(ctx, from, q)
 	}
-	err = n.ix.ForEachPage(ctx, m.Host, func(r *index.PageRecord) error {
-		if !missing(r.URL) {
-			return nil
+	// The URLs first: the requester usually lacks few of the pages, and
+	// only those are read whole.
+	urls, err := n.ix.HostURLs(ctx, m.Host)
+	if err != nil {
+		return err
+	}
+	for _, u := range urls {
+		if !missing(u) {
+			continue
+		}
+		r, err := n.ix.Get(ctx, u)
+		if errors.Is(err, index.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("answer pull of %s: %w", m.Host, err)
 		}
 		q.docs = append(q.docs, wireDoc(docFromRecord(r)))
 		if len(r.Anchors) > 0 {
 			q.anchors[r.URL] = r.Anchors
 		}
-		if len(q.docs) < pagesPerMessage {
-			return nil
+		if len(q.docs) >= pagesPerMessage {
+			if err := send(); err != nil {
+				return fmt.Errorf("answer pull of %s: %w", m.Host, err)
+			}
 		}
-		return send()
-	})
-	if err == nil && !q.empty() {
-		err = send()
 	}
-	if err != nil {
-		return fmt.Errorf("answer pull of %s: %w", m.Host, err)
+	if !q.empty() {
+		if err := send(); err != nil {
+			return fmt.Errorf("answer pull of %s: %w", m.Host, err)
+		}
 	}
 	if sent > 0 {
 		n.log.Info("sent a taking-over member what it lacked of a host", "host", m.Host, "peer", from, "items", sent)
