@@ -110,9 +110,9 @@ func (n *Node) pullHost(ctx context.Context, host string) error {
 	var wg sync.WaitGroup
 	for _, p := range p2p.ReplicasOf(others, host, pullPeers) {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, pullTimeout)
+			sendCtx, cancel := context.WithTimeout(ctx, pullTimeout)
 			defer cancel()
-			if err := n.net.Send(ctx, p, topicReplicaPull, b); err != nil && ctx.Err() == nil {
+			if err := n.net.Send(sendCtx, p, topicReplicaPull, b); err != nil && ctx.Err() == nil {
 				n.log.Debug("pull before takeover failed; what only that member holds may be fetched again", "host", host, "peer", p, "err", err)
 			}
 		})
@@ -126,7 +126,7 @@ func (n *Node) hostKeys(prefix, host string) ([]string, error) {
 	p := []byte(prefix + host + "\x00")
 	var urls []string
 	err := n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			urls = append(urls, string(it.Item().Key()[len(p):]))
