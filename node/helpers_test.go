@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sou/crawl"
 )
 
 // testConfig is a node that stays on loopback and finds no one by mDNS.
@@ -95,4 +97,37 @@ func startNode(t *testing.T, cfg Config) (_ *Node, base string, stop func()) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// bootstrapAddrs are n's listen addresses as bootstrap peers.
+func bootstrapAddrs(n *Node) []string {
+	var boot []string
+	for _, a := range n.net.Addrs() {
+		boot = append(boot, a.String()+"/p2p/"+n.PeerID())
+	}
+	return boot
+}
+
+// waitMembers waits until each node sees want members.
+func waitMembers(t *testing.T, want int, nodes ...*Node) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range nodes {
+		for len(n.net.Members()) < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s sees %d members after 30 s", n.PeerID(), len(n.net.Members()))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// htmlPage is a fetched 200 HTML page of host at path, ready to Store.
+func htmlPage(host, path, title, text string) *crawl.Page {
+	p := &crawl.Page{
+		URL: "http://" + host + path, Host: host, Status: 200, FetchedAt: time.Now(),
+		ContentType: "text/html", Title: title, Text: text,
+	}
+	p.ContentHash = crawl.ContentHash(p.Text)
+	return p
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -24,20 +23,10 @@ func threeNodes(t *testing.T) []*Node {
 		n, _ := runNode(t, cfg)
 		nodes = append(nodes, n)
 		if i == 0 {
-			for _, a := range n.net.Addrs() {
-				boot = append(boot, a.String()+"/p2p/"+n.PeerID())
-			}
+			boot = bootstrapAddrs(n)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range nodes {
-		for len(n.net.Members()) < 3 {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s sees %d members after 30 s", n.PeerID(), len(n.net.Members()))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitMembers(t, 3, nodes...)
 	return nodes
 }
 

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
-
-	"sou/crawl"
 )
 
 // TestTakeoverPullsWhatOthersHold: a member that is not among a host's
@@ -45,11 +43,7 @@ func TestTakeoverPullsWhatOthersHold(t *testing.T) {
 			}
 		}
 	}
-	page := &crawl.Page{
-		URL: "http://" + host + "/kept-elsewhere", Host: host, Status: 200, FetchedAt: time.Now(),
-		ContentType: "text/html", Title: "kept elsewhere", Text: "a page only a former replica holds",
-	}
-	page.ContentHash = crawl.ContentHash(page.Text)
+	page := htmlPage(host, "/kept-elsewhere", "kept elsewhere", "a page only a former replica holds")
 	if err := other.ix.Put(ctx, DocumentFromPage(page)); err != nil {
 		t.Fatal(err)
 	}

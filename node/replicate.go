@@ -771,21 +771,15 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 	if err != nil {
 		return err
 	}
-	markerPrefix := []byte(prefixFetchedMarker + host + "\x00")
-	var markerKeys [][]byte
-	err = n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: markerPrefix})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			k := it.Item().KeyCopy(nil)
-			markerKeys = append(markerKeys, k)
-			urls = append(urls, string(k[len(markerPrefix):]))
-		}
-		return nil
-	})
+	markers, err := n.hostKeys(prefixFetchedMarker, host)
 	if err != nil {
 		return err
 	}
+	markerKeys := make([][]byte, 0, len(markers))
+	for _, u := range markers {
+		markerKeys = append(markerKeys, []byte(prefixFetchedMarker+host+"\x00"+u))
+	}
+	urls = append(urls, markers...)
 	if err := n.crawler.MarkFetched(ctx, urls); err != nil {
 		return err
 	}

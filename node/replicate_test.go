@@ -43,11 +43,7 @@ func TestStoreWaitsForReplica(t *testing.T) {
 	}
 	s := &sink{n: owner}
 	for i := range 5 {
-		p := &crawl.Page{
-			URL: fmt.Sprintf("http://%s/page-%d", host, i), Host: host, Status: 200, FetchedAt: time.Now(),
-			ContentType: "text/html", Title: fmt.Sprintf("page %d", i), Text: fmt.Sprintf("the text of page number %d", i),
-		}
-		p.ContentHash = crawl.ContentHash(p.Text)
+		p := htmlPage(host, fmt.Sprintf("/page-%d", i), fmt.Sprintf("page %d", i), fmt.Sprintf("the text of page number %d", i))
 		if err := s.Store(ctx, p); err != nil {
 			t.Fatalf("Store %s: %v", p.URL, err)
 		}
@@ -94,10 +90,7 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bootNode, _ := runNode(t, testConfig(t))
-	var boot []string
-	for _, a := range bootNode.net.Addrs() {
-		boot = append(boot, a.String()+"/p2p/"+bootNode.PeerID())
-	}
+	boot := bootstrapAddrs(bootNode)
 	cfgs := []Config{testConfig(t), testConfig(t)}
 	nodes := make([]*Node, 2)
 	stops := make([]func(), 2)
@@ -106,19 +99,7 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 		nodes[i], _, stops[i] = startNode(t, cfgs[i])
 		t.Cleanup(stops[i])
 	}
-	waitMembers := func(ns ...*Node) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for _, n := range ns {
-			for len(n.net.Members()) < 3 {
-				if time.Now().After(deadline) {
-					t.Fatalf("node %s sees %d members after 30 s", n.PeerID(), len(n.net.Members()))
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}
-	waitMembers(bootNode, nodes[0], nodes[1])
+	waitMembers(t, 3, bootNode, nodes[0], nodes[1])
 	// A host whose two replicas (R = 2 of 3) are the nodes to restart.
 	var host string
 	ownerAt := 0
@@ -135,11 +116,7 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 	owner, replicaID := nodes[ownerAt], nodes[replicaAt].net.ID()
 	s := &sink{n: owner}
 	store := func(i int) string {
-		p := &crawl.Page{
-			URL: fmt.Sprintf("http://%s/page-%d", host, i), Host: host, Status: 200, FetchedAt: time.Now(),
-			ContentType: "text/html", Title: fmt.Sprintf("page %d", i), Text: fmt.Sprintf("stored while the replica was away, page %d", i),
-		}
-		p.ContentHash = crawl.ContentHash(p.Text)
+		p := htmlPage(host, fmt.Sprintf("/page-%d", i), fmt.Sprintf("page %d", i), fmt.Sprintf("stored while the replica was away, page %d", i))
 		if err := s.Store(ctx, p); err != nil {
 			t.Fatalf("Store %s: %v", p.URL, err)
 		}
@@ -179,7 +156,7 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 	t.Cleanup(stop)
 	owner, _, stop = startNode(t, cfgs[ownerAt])
 	t.Cleanup(stop)
-	waitMembers(replica, owner)
+	waitMembers(t, 3, replica, owner)
 	deadline := time.Now().Add(30 * time.Second)
 	markerKey := []byte(prefixFetchedMarker + host + "\x00" + notFetched.URL)
 	for _, u := range urls {
