@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -36,6 +37,9 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 	}
 	_ = os.Remove(probe)
 	dir := filepath.Join(dataDir, "db")
+	if err := removeTornValueLogs(dir, log); err != nil {
+		return nil, err
+	}
 	opts := BadgerOptions(dir).WithLogger(badgerLogger{log}).WithLoggingLevel(badger.WARNING)
 	db, err := badger.Open(opts)
 	if err != nil {
@@ -45,6 +49,41 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 		return nil, fmt.Errorf("open badger database %s (another sou node using this --data? corrupt files?): %w", dir, err)
 	}
 	return db, nil
+}
+
+// removeTornValueLogs deletes the empty value-log files in dir, which
+// Badger cannot open. Badger creates a value-log file at every open and
+// rotation, sizes it and writes its 20-byte header only afterwards; a
+// process killed in between leaves a file of zero bytes, and every later
+// open fails on it with "Open existing file: ...vlog ... Create a new file"
+// (Badger v4.9.6, valueLog.open treats the z.NewFile it gets back as an
+// error). An empty file holds no value, so no pointer can lead into it.
+func removeTornValueLogs(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list badger database %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || filepath.Ext(e.Name()) != ".vlog" {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return fmt.Errorf("badger value log %s: %w", e.Name(), err)
+		}
+		if info.Size() != 0 {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("remove empty badger value log %s (left by a crash): %w", path, err)
+		}
+		log.Warn("removed an empty value-log file left by a crash", "file", path)
+	}
+	return nil
 }
 
 // BadgerOptions are a node's Badger settings for a database in dir (without

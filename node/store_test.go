@@ -1,8 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -78,4 +82,59 @@ func TestOpenStoreWrittenCompressed(t *testing.T) {
 		t.Fatalf("compact the old tables: %v", err)
 	}
 	readAll("after compaction")
+}
+
+// TestOpenAfterKillDuringValueLogCreation reopens a store in which a killed
+// process left its newest value-log file created but empty, as a SIGKILL
+// between Badger's create and its header write does. Badger alone refuses
+// such a store once (its failed open writes the header, so the next one
+// succeeds: a node would exit and need a second start); openDB must open
+// it the first time with every value intact.
+func TestOpenAfterKillDuringValueLogCreation(t *testing.T) {
+	dataDir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	db, err := openDB(dataDir, false, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("v"), 4<<10) // over the value threshold: in the value log
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("k"), big) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "db")
+	logs, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no value-log files in %s (%v)", dir, err)
+	}
+	sort.Strings(logs)
+	var newest int
+	if _, err := fmt.Sscanf(filepath.Base(logs[len(logs)-1]), "%06d.vlog", &newest); err != nil {
+		t.Fatal(err)
+	}
+	torn := filepath.Join(dir, fmt.Sprintf("%06d.vlog", newest+1))
+	if err := os.WriteFile(torn, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = openDB(dataDir, false, log)
+	if err != nil {
+		t.Fatalf("open after a torn value-log creation: %v", err)
+	}
+	defer db.Close()
+	err = db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte("k"))
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err == nil && !bytes.Equal(v, big) {
+			err = fmt.Errorf("value of %d bytes, want %d", len(v), len(big))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
