@@ -92,9 +92,50 @@ type SearchReport struct {
 	Qrels []QrelsScore `json:"qrels,omitempty"`
 	// AfterKill is filled by --kill-after-crawl.
 	AfterKill *AfterKillReport `json:"after_kill,omitempty"`
+	// Slowest are the query phase's slowest searches, slowest first, with
+	// where their time went: the coordinator's own figure and its slowest
+	// shard. The tail of a few hundred searches is a handful of them.
+	Slowest []SlowSearch `json:"slowest,omitempty"`
 	// LatenciesMS are the query phase's latencies, sorted, for the plots
 	// of --report-dir (the JSON keeps only the percentiles).
 	LatenciesMS []float64 `json:"-"`
+}
+
+// SlowSearch is one search of the query phase and where its time went.
+type SlowSearch struct {
+	Query string `json:"query"`
+	Node  int    `json:"node"`
+	// MS is the latency the client saw (over HTTP on a LAN testnet);
+	// CoordinatorMS what the asked node's coordinator measured.
+	MS            float64 `json:"ms"`
+	CoordinatorMS float64 `json:"coordinator_ms"`
+	Cached        bool    `json:"cached,omitempty"`
+	Total         int64   `json:"total"`
+	// SlowestShard is the member whose shard answer took longest, and
+	// ShardMS how long.
+	SlowestShard string  `json:"slowest_shard,omitempty"`
+	ShardMS      float64 `json:"shard_ms"`
+}
+
+// slowestKept is how many searches SearchReport.Slowest keeps.
+const slowestKept = 5
+
+// noteLatency keeps the search among the slowest if it is one.
+func (sr *SearchReport) noteLatency(query string, node int, ms float64, resp *search.Response) {
+	if len(sr.Slowest) == slowestKept && ms <= sr.Slowest[slowestKept-1].MS {
+		return
+	}
+	s := SlowSearch{Query: query, Node: node, MS: round3(ms), CoordinatorMS: round3(resp.ElapsedMS), Cached: resp.Cached, Total: resp.Total}
+	for _, sh := range resp.Coverage.Shards {
+		if sh.LatencyMS >= s.ShardMS {
+			s.SlowestShard, s.ShardMS = sh.Member, round3(sh.LatencyMS)
+		}
+	}
+	i := sort.Search(len(sr.Slowest), func(i int) bool { return sr.Slowest[i].MS < ms })
+	sr.Slowest = slices.Insert(sr.Slowest, i, s)
+	if len(sr.Slowest) > slowestKept {
+		sr.Slowest = sr.Slowest[:slowestKept]
+	}
 }
 
 // QrelsScore is the known-item quality on one judgment file.

@@ -1,9 +1,12 @@
 package testnet
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"sou/search"
 	"sou/testnet/simweb"
 )
 
@@ -66,5 +69,44 @@ func TestCrawlChecks(t *testing.T) {
 	r = crawlChecks(truth, fetches[:2], func(string) time.Duration { return 20 * time.Millisecond }, 5<<20, 3*time.Second)
 	if r.PolitenessViolations != 1 {
 		t.Errorf("with a 20ms delay: %d politeness violations, want 1", r.PolitenessViolations)
+	}
+}
+
+// TestSlowestSearches checks that the report keeps the slowest searches,
+// slowest first, each with its slowest shard.
+func TestSlowestSearches(t *testing.T) {
+	resp := func(shardMS ...float64) *search.Response {
+		r := &search.Response{ElapsedMS: 1}
+		for i, ms := range shardMS {
+			r.Coverage.Shards = append(r.Coverage.Shards, search.ShardStatus{Member: fmt.Sprint("m", i), LatencyMS: ms})
+		}
+		return r
+	}
+	tests := []struct {
+		name      string
+		latencies []float64
+		want      []float64
+	}{
+		{"fewer than kept", []float64{3, 9, 1}, []float64{9, 3, 1}},
+		{"more than kept", []float64{5, 1, 8, 2, 7, 9, 3, 6}, []float64{9, 8, 7, 6, 5}},
+		{"ties keep the first", []float64{4, 4, 4, 4, 4, 4}, []float64{4, 4, 4, 4, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sr SearchReport
+			for i, ms := range tt.latencies {
+				sr.noteLatency(fmt.Sprint("q", i), i%4, ms, resp(ms/4, ms/2, ms/3))
+			}
+			var got []float64
+			for _, s := range sr.Slowest {
+				got = append(got, s.MS)
+				if s.SlowestShard != "m1" || s.ShardMS != round3(s.MS/2) {
+					t.Errorf("%s: slowest shard %s at %.3f ms, want m1 at %.3f", s.Query, s.SlowestShard, s.ShardMS, s.MS/2)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("kept %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

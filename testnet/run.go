@@ -519,9 +519,11 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 			if err := p.getJSON(ctx, "/api/search?"+v.Encode(), &resp); err != nil {
 				return nil, fmt.Errorf("query %q at node %d: %w", q, p.Index, err)
 			}
+			ms := float64(time.Since(t0).Microseconds()) / 1000
 			mu.Lock()
-			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			lat = append(lat, ms)
 			mu.Unlock()
+			sr.noteLatency(q, p.Index, ms, &resp)
 			tops = append(tops, sr.observe(&resp))
 		}
 		sr.compareTops(tops)

@@ -945,6 +945,7 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 			}
 			took := time.Since(t0)
 			lat = append(lat, float64(took.Microseconds())/1000)
+			sr.noteLatency(query, a.index, float64(took.Microseconds())/1000, resp)
 			q.Searches++
 			if c := resp.Coverage; !c.Complete {
 				s.logf("query %q at node %d: %d of %d shards answered in %v (%d timed out, %d failed%s)", query, a.index, c.Answered, c.Asked, took.Round(time.Millisecond), c.TimedOut, c.Failed, firstShardError(c.Shards))

@@ -29,6 +29,10 @@ func PrintSummary(w io.Writer, r *Report) {
 	if s := r.Search; s != nil {
 		fmt.Fprintf(w, "search:  %d queries, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, coverage min %.2f, rank consistent %v, zero-result %d\n",
 			s.Queries, s.P50MS, s.P95MS, s.P99MS, s.CoverageMin, s.RankConsistent, s.ZeroResults)
+		for _, q := range s.Slowest {
+			fmt.Fprintf(w, "slow:    %.1f ms %q at node %d (coordinator %.1f ms, slowest shard %.1f ms, %d hits, cached %v)\n",
+				q.MS, q.Query, q.Node, q.CoordinatorMS, q.ShardMS, q.Total, q.Cached)
+		}
 	}
 	if s := r.Search; s != nil {
 		for _, q := range s.Qrels {
