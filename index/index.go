@@ -541,7 +541,7 @@ func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedDoc{doc: c, anchors: anchors, dp: ix.analyzeDoc(c, anchors), rec: ix.enc.EncodeAll(encodeRecord(c), nil)}
+	p := &preparedDoc{doc: c, anchors: anchors, dp: ix.analyzeDoc(c, anchors), rec: appendStored(nil, c, ix.enc.EncodeAll)}
 	if len(c.Raw) > 0 {
 		p.raw = ix.enc.EncodeAll(c.Raw, nil)
 	}

@@ -98,6 +98,12 @@ func (r *Reader) Record(id uint32) (*PageRecord, error) {
 	return r.ix.getByID(r.txn, id, false)
 }
 
+// Summary loads doc id's URL, host, title and hashes, without
+// decompressing the rest of its record.
+func (r *Reader) Summary(id uint32) (*Summary, error) {
+	return r.ix.summaryByID(r.txn, id)
+}
+
 // RecordByURL loads url's page record without the raw bytes, or
 // ErrNotFound.
 func (r *Reader) RecordByURL(url string) (*PageRecord, error) {

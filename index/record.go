@@ -14,7 +14,7 @@ const (
 	keyAlloc        = "i:m:alloc" // next docID to allocate (written by every Put)
 	keyFlush        = "i:m:flush" // flush watermark, term count, postings bytes (written by every flush)
 	prefixURL       = "i:u:"      // url -> docID (4 bytes BE)
-	prefixDoc       = "i:d:"      // docID -> page record (zstd) without Raw
+	prefixDoc       = "i:d:"      // docID -> page record without Raw: summary, then zstd (appendStored)
 	prefixRaw       = "i:r:"      // docID -> raw body (zstd)
 	prefixHost      = "i:h:"      // host 0x00 docID -> empty
 	prefixLens      = "i:l:"      // docID -> field lengths, static rank, host (written when postings are flushed)
@@ -115,15 +115,84 @@ func (r *recReader) count(limit int) int {
 	return int(n)
 }
 
-const recordVersion = 1
+// A page record (the i:d: value) is stored as
+//
+//	0x01, uvarint length, summary, zstd(rest)
+//
+// where the summary is what a result list needs (URL, host, title, content
+// and near-duplicate hashes), uncompressed, and the rest is everything
+// else, compressed. A shard builds 50 candidates per query and shows
+// snippets for 10: before, each candidate decompressed its whole page
+// record, a third of a shard's search CPU on the corpus (BENCHMARKS.md,
+// "Distributed search on the corpus"). Records written before are one
+// zstd frame of the whole record (recordVersion 1 inside; a zstd frame's
+// first byte is 0x28) and are read as before.
+const (
+	storedWithSummary = 0x01
+	recordVersion     = 1 // the whole record, in a legacy zstd frame
+	restVersion       = 2 // the record after its summary
+)
 
-// encodeRecord serializes everything but Raw and Anchors (stored elsewhere).
-func encodeRecord(d *Document) []byte {
-	w := recWriter{b: make([]byte, 0, len(d.Body)+len(d.Title)+256)}
-	w.u64(recordVersion)
+// Summary is a stored page's URL, host, title and hashes.
+type Summary struct {
+	URL, Host, Title string
+	ContentHash      [16]byte
+	SimHash          uint64
+}
+
+// appendStored appends d's page record in its stored form, compressing
+// the rest with compress.
+func appendStored(b []byte, d *Document, compress func(src, dst []byte) []byte) []byte {
+	w := recWriter{}
 	w.str(d.URL)
 	w.str(d.Host)
 	w.str(d.Title)
+	w.b = append(w.b, d.ContentHash[:]...)
+	w.b = binary.BigEndian.AppendUint64(w.b, d.SimHash)
+	b = append(b, storedWithSummary)
+	b = binary.AppendUvarint(b, uint64(len(w.b)))
+	b = append(b, w.b...)
+	return compress(encodeRest(d), b)
+}
+
+// splitStored returns a stored record's summary (nil for a legacy record)
+// and its zstd frame.
+func splitStored(v []byte) (summary, frame []byte, err error) {
+	if len(v) == 0 || v[0] != storedWithSummary {
+		return nil, v, nil
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n > uint64(len(v)-1-k) {
+		return nil, nil, errors.New("truncated page record summary")
+	}
+	return v[1+k : 1+k+int(n)], v[1+k+int(n):], nil
+}
+
+func decodeSummary(b []byte, s *Summary) error {
+	r := recReader{b: b}
+	s.URL = r.str()
+	s.Host = r.str()
+	s.Title = r.str()
+	if r.err == nil && len(r.b) != 24 {
+		r.err = errors.New("page record summary of the wrong length")
+	}
+	if r.err != nil {
+		return fmt.Errorf("decode page record summary: %w", r.err)
+	}
+	copy(s.ContentHash[:], r.b[:16])
+	s.SimHash = binary.BigEndian.Uint64(r.b[16:24])
+	return nil
+}
+
+func (s *Summary) fill(d *Document) {
+	d.URL, d.Host, d.Title, d.ContentHash, d.SimHash = s.URL, s.Host, s.Title, s.ContentHash, s.SimHash
+}
+
+// encodeRest serializes what the summary leaves out, but Raw and Anchors
+// (stored elsewhere).
+func encodeRest(d *Document) []byte {
+	w := recWriter{b: make([]byte, 0, len(d.Body)+256)}
+	w.u64(restVersion)
 	w.u64(uint64(len(d.Headings)))
 	for _, h := range d.Headings {
 		w.str(h)
@@ -152,19 +221,23 @@ func encodeRecord(d *Document) []byte {
 		}
 	}
 	w.u64(math.Float64bits(d.StaticRank))
-	w.b = append(w.b, d.ContentHash[:]...)
-	w.b = binary.BigEndian.AppendUint64(w.b, d.SimHash)
 	return w.b
 }
 
+// decodeRecord decodes a decompressed record: the rest after a summary
+// (restVersion), or a legacy whole record (recordVersion).
 func decodeRecord(b []byte, d *Document) error {
 	r := recReader{b: b}
-	if v := r.u64(); v != recordVersion {
-		return fmt.Errorf("page record version %d unsupported", v)
+	version := r.u64()
+	switch version {
+	case recordVersion:
+		d.URL = r.str()
+		d.Host = r.str()
+		d.Title = r.str()
+	case restVersion:
+	default:
+		return fmt.Errorf("page record version %d unsupported", version)
 	}
-	d.URL = r.str()
-	d.Host = r.str()
-	d.Title = r.str()
 	if n := r.count(1 << 16); n > 0 {
 		d.Headings = make([]string, n)
 		for i := range d.Headings {
@@ -189,14 +262,18 @@ func decodeRecord(b []byte, d *Document) error {
 		}
 	}
 	d.StaticRank = math.Float64frombits(r.u64())
-	if r.err == nil && len(r.b) < 24 {
-		r.err = errors.New("truncated record tail")
+	if version == recordVersion {
+		if r.err == nil && len(r.b) < 24 {
+			r.err = errors.New("truncated record tail")
+		}
+		if r.err == nil {
+			copy(d.ContentHash[:], r.b[:16])
+			d.SimHash = binary.BigEndian.Uint64(r.b[16:24])
+		}
 	}
 	if r.err != nil {
 		return fmt.Errorf("decode page record: %w", r.err)
 	}
-	copy(d.ContentHash[:], r.b[:16])
-	d.SimHash = binary.BigEndian.Uint64(r.b[16:24])
 	return nil
 }
 

@@ -55,15 +55,26 @@ func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord,
 	return rec, nil
 }
 
-// decodeStored decompresses a page record (the i:d: value) into d.
+// decodeStored decodes a stored page record (the i:d: value) into d.
 // decodeRecord copies what it keeps, so the decompression buffer is reused
-// (every search candidate loads its record).
+// (a page record is tens of KB; one allocation per candidate per query).
 func (ix *Index) decodeStored(v []byte, d *Document) error {
+	summary, frame, err := splitStored(v)
+	if err != nil {
+		return err
+	}
+	if summary != nil {
+		var s Summary
+		if err := decodeSummary(summary, &s); err != nil {
+			return err
+		}
+		s.fill(d)
+	}
 	buf, _ := ix.recBufs.Get().(*[]byte)
 	if buf == nil {
 		buf = new([]byte)
 	}
-	plain, err := ix.dec.DecodeAll(v, (*buf)[:0])
+	plain, err := ix.dec.DecodeAll(frame, (*buf)[:0])
 	if err != nil {
 		return fmt.Errorf("decompress page record: %w", err)
 	}
@@ -73,6 +84,37 @@ func (ix *Index) decodeStored(v []byte, d *Document) error {
 		ix.recBufs.Put(buf)
 	}
 	return err
+}
+
+// summaryByID reads doc id's summary, decompressing only a legacy record.
+func (ix *Index) summaryByID(txn *badger.Txn, id uint32) (*Summary, error) {
+	item, err := txn.Get(docKey(prefixDoc, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{}
+	err = item.Value(func(v []byte) error {
+		summary, _, err := splitStored(v)
+		if err != nil {
+			return err
+		}
+		if summary != nil {
+			return decodeSummary(summary, s)
+		}
+		var d Document
+		if err := ix.decodeStored(v, &d); err != nil {
+			return err
+		}
+		*s = Summary{URL: d.URL, Host: d.Host, Title: d.Title, ContentHash: d.ContentHash, SimHash: d.SimHash}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("doc %d: %w", id, err)
+	}
+	return s, nil
 }
 
 // anchorsIn reads the anchor texts recorded for url (nil when none).
@@ -130,18 +172,14 @@ func (ix *Index) HostURLs(ctx context.Context, host string) ([]string, error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			item, err := txn.Get(docKey(prefixDoc, id))
-			if errors.Is(err, badger.ErrKeyNotFound) {
+			s, err := ix.summaryByID(txn, id)
+			if errors.Is(err, ErrNotFound) {
 				continue // deleted meanwhile
 			}
 			if err != nil {
 				return err
 			}
-			var d Document
-			if err := item.Value(func(v []byte) error { return ix.decodeStored(v, &d) }); err != nil {
-				return fmt.Errorf("doc %d: %w", id, err)
-			}
-			urls = append(urls, d.URL)
+			urls = append(urls, s.URL)
 		}
 		return nil
 	})

@@ -2,40 +2,77 @@ package search
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"sou/index"
 )
 
-// dfCacheTerms bounds the cache; it is emptied when full (a term's entry
-// is rebuilt by the next query that needs it).
-const dfCacheTerms = 1 << 16
+// dfCacheTerms and dfCacheHosts bound the cache (terms, and host counts
+// over all terms: a few MB); it is emptied when either is reached (a
+// term's entry is rebuilt by the next query that needs it).
+const (
+	dfCacheTerms = 1 << 16
+	dfCacheHosts = 1 << 18
+)
 
 // dfCache remembers each term's document frequency over live documents,
-// as counted for a view with a given watermark while a given number of
-// documents had been deleted. Counting DF is a pass over the term's whole
-// postings list, so without it a query's cost grew with the index for
-// every common term, even when the query itself skipped most of the
-// list's blocks. An entry stays exact while no document is deleted or
+// per host, as counted for a view with a given watermark while a given
+// number of documents had been deleted. Counting DF is a pass over the
+// term's whole postings list, so without it a query's cost grew with the
+// index for every common term, even when the query itself skipped most of
+// the list's blocks. An entry stays exact while no document is deleted or
 // replaced: documents only become Live by the watermark rising, so a later
 // view adds the Live documents between the two watermarks, which are at
 // the end of the list. Any deletion empties the cache's use (entries carry
 // the deletion count), since which terms a deleted document held is not
 // known without reading every list.
+//
+// Counts are kept per host because a shard in a network answers only for
+// the hosts it owns, not for those it holds as a replica, and ownership
+// moves with membership: the DF a query needs is the sum over the hosts
+// the filter keeps, a pass over the term's hosts instead of its postings.
+// Before, a filtered count bypassed the cache and read every posting; on
+// the 4-node corpus that was a quarter of a shard's search CPU
+// (BENCHMARKS.md, "Distributed search on the corpus").
 type dfCache struct {
 	mu      sync.Mutex
 	entries map[string]dfEntry
+	hosts   int // host counts held by entries
 }
 
 type dfEntry struct {
-	df        int64
-	flushed   uint32 // the view's watermark when df was counted
+	perHost   []hostDF
+	flushed   uint32 // the view's watermark when perHost was counted
 	deletions uint64 // deletions counted before and after the pass
 }
 
-// count returns the DF of term over the Live documents of r, taking it
-// from the cache where the cache holds it exactly and counting otherwise.
-func (c *dfCache) count(r *index.Reader, term string) (int64, error) {
+// hostDF is a term's live document count on one host.
+type hostDF struct {
+	host string
+	df   int64
+}
+
+// count returns the DF of term over the Live documents of r on the hosts
+// keep passes (nil = all), taking the per-host counts from the cache where
+// it holds them exactly and counting otherwise.
+func (c *dfCache) count(r *index.Reader, term string, keep func(host string) bool) (int64, error) {
+	perHost, err := c.perHost(r, term)
+	if err != nil {
+		return 0, err
+	}
+	var df int64
+	for _, h := range perHost {
+		if keep == nil || keep(h.host) {
+			df += h.df
+		}
+	}
+	return df, nil
+}
+
+// perHost returns term's live document counts per host in r. The slice is
+// shared with the cache: read it, never write it.
+func (c *dfCache) perHost(r *index.Reader, term string) ([]hostDF, error) {
 	before, current := r.Deletions()
 	flushed := r.Flushed()
 	c.mu.Lock()
@@ -43,43 +80,65 @@ func (c *dfCache) count(r *index.Reader, term string) (int64, error) {
 	c.mu.Unlock()
 	valid := ok && current && e.deletions == before
 	if valid && e.flushed == flushed {
-		return e.df, nil
+		return e.perHost, nil
 	}
-	from, df := uint32(0), int64(0)
+	from := uint32(0)
+	var base []hostDF
 	if valid && e.flushed < flushed {
-		from, df = e.flushed, e.df
+		from, base = e.flushed, e.perHost
 	}
-	more, err := liveDF(r, term, from, nil)
+	perHost, err := liveDFPerHost(r, term, from, base)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	df += more
 	if after, stillCurrent := r.Deletions(); current && stillCurrent && after == before {
 		c.mu.Lock()
-		if c.entries == nil || len(c.entries) >= dfCacheTerms {
-			c.entries = make(map[string]dfEntry)
+		if old, ok := c.entries[term]; ok {
+			c.hosts -= len(old.perHost)
 		}
-		c.entries[term] = dfEntry{df: df, flushed: flushed, deletions: before}
+		if c.entries == nil || len(c.entries) >= dfCacheTerms || c.hosts+len(perHost) > dfCacheHosts {
+			c.entries, c.hosts = make(map[string]dfEntry), 0
+		}
+		c.entries[term] = dfEntry{perHost: perHost, flushed: flushed, deletions: before}
+		c.hosts += len(perHost)
 		c.mu.Unlock()
 	}
-	return df, nil
+	return perHost, nil
 }
 
-// liveDF counts the Live documents from docID from on in term's postings
-// whose host passes keep (nil = all).
-func liveDF(r *index.Reader, term string, from uint32, keep func(host string) bool) (int64, error) {
+// liveDFPerHost adds to base (copied, not modified) the Live documents
+// from docID from on in term's postings, per host. A host's pages have
+// neighbouring docIDs (its owner crawls it), so the previous posting's
+// host is tried before the map.
+func liveDFPerHost(r *index.Reader, term string, from uint32, base []hostDF) ([]hostDF, error) {
 	p, err := r.Postings(term, false)
 	if err != nil {
-		return 0, fmt.Errorf("search: %w", err)
+		return nil, fmt.Errorf("search: %w", err)
 	}
-	var df int64
+	out := slices.Clone(base)
+	at := make(map[string]int, len(out))
+	for i, h := range out {
+		at[h.host] = i
+	}
+	last := -1
 	for d := p.Advance(from); d < r.Flushed(); d = p.Next() { // NoMoreDocs is above every watermark
-		if r.Live(d) && (keep == nil || keep(r.Host(d))) {
-			df++
+		if !r.Live(d) {
+			continue
 		}
+		host := r.Host(d)
+		if last < 0 || out[last].host != host {
+			i, ok := at[host]
+			if !ok {
+				i = len(out)
+				at[host] = i
+				out = append(out, hostDF{host: host})
+			}
+			last = i
+		}
+		out[last].df++
 	}
 	if err := p.Err(); err != nil {
-		return 0, fmt.Errorf("search: %w", err)
+		return nil, fmt.Errorf("search: %w", err)
 	}
-	return df, nil
+	return out, nil
 }

@@ -14,7 +14,8 @@ import (
 // TestDFCacheMatchesCount runs random puts, replacements, deletions,
 // anchor changes and flushes, and after each asks one long-lived engine
 // (whose DF cache carries over) and a fresh one (which counts every list
-// in full) for the statistics of every vocabulary word: they must agree.
+// in full) for the statistics of every vocabulary word, over all hosts
+// and over the hosts a changing filter keeps: they must agree.
 // It also checks that the cache both answered and extended an entry to
 // newly flushed documents, so that the comparison is not between two full
 // counts.
@@ -88,17 +89,23 @@ func TestDFCacheMatchesCount(t *testing.T) {
 					}
 				}
 				r.Close()
-				got, err := cached.LocalStats(ctx, q, nil)
-				if err != nil {
-					t.Fatal(err)
+				// Ownership moves: the shard answers for all hosts, for
+				// one, or for all but one, changing from step to step.
+				owned := fmt.Sprintf("h%d.example", step%3)
+				filters := map[string]func(string) bool{
+					"all hosts":     nil,
+					"owns " + owned: func(h string) bool { return h == owned },
+					"lost " + owned: func(h string) bool { return h != owned },
 				}
-				want, err := NewLocal(ix, DefaultParams()).LocalStats(ctx, q, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, w := range vocab {
-					if got.DF[w] != want.DF[w] {
-						t.Fatalf("step %d (%s): DF[%s] cached %d, counted %d", step, op, w, got.DF[w], want.DF[w])
+				for name, filter := range filters {
+					got, err := cached.LocalStats(ctx, q, filter)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, w := range vocab {
+						if want := countDF(t, ix, w, filter); got.DF[w] != want {
+							t.Fatalf("step %d (%s), %s: DF[%s] cached %d, counted %d", step, op, name, w, got.DF[w], want)
+						}
 					}
 				}
 			}
@@ -107,4 +114,26 @@ func TestDFCacheMatchesCount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countDF counts term's Live documents on hosts passing keep (nil = all)
+// posting by posting, as the engine did before it had a cache.
+func countDF(t *testing.T, ix *index.Index, term string, keep func(string) bool) int64 {
+	t.Helper()
+	r := ix.NewReader()
+	defer r.Close()
+	p, err := r.Postings(term, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var df int64
+	for d := p.Advance(0); d < r.Flushed(); d = p.Next() {
+		if r.Live(d) && (keep == nil || keep(r.Host(d))) {
+			df++
+		}
+	}
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return df
 }

@@ -230,7 +230,20 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		return int(int64(a.doc) - int64(b.doc))
 	})
 	for _, ht := range hits {
-		rec, err := r.Record(ht.doc)
+		// Only candidates that get a snippet need the page's text; the
+		// others are built from the record's uncompressed summary.
+		withSnippet := snippetTop <= 0 || len(res.Candidates) < snippetTop
+		var sum *index.Summary
+		var rec *index.PageRecord
+		var err error
+		if withSnippet {
+			rec, err = r.Record(ht.doc)
+			if err == nil {
+				sum = &index.Summary{URL: rec.URL, Host: rec.Host, Title: rec.Title, ContentHash: rec.ContentHash, SimHash: rec.SimHash}
+			}
+		} else {
+			sum, err = r.Summary(ht.doc)
+		}
 		if errors.Is(err, index.ErrNotFound) {
 			continue // deleted after this view's metadata snapshot
 		}
@@ -238,8 +251,8 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 			return nil, fmt.Errorf("search: load doc %d: %w", ht.doc, err)
 		}
 		c := Candidate{
-			URL: rec.URL, Host: rec.Host, Title: rec.Title,
-			ContentHash: rec.ContentHash, SimHash: rec.SimHash,
+			URL: sum.URL, Host: sum.Host, Title: sum.Title,
+			ContentHash: sum.ContentHash, SimHash: sum.SimHash,
 			StaticRank: r.StaticRank(ht.doc), FieldLen: r.FieldLens(ht.doc),
 			TF: make(map[string][index.NumFields]uint32, len(e.terms)),
 		}
@@ -248,7 +261,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 				c.TF[t] = ht.tfs[i]
 			}
 		}
-		if snippetTop <= 0 || len(res.Candidates) < snippetTop {
+		if withSnippet {
 			c.Snippet = l.snippet(rec, e.terms)
 		} else {
 			c.NoSnippet = true
@@ -507,34 +520,28 @@ func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host s
 // a host filter the count comes from the DF cache (dfcache.go), exact
 // while no document is deleted.
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
-	keep := func(string) bool { return true }
+	var keep func(string) bool
 	if hostFilter != nil {
-		// Called for every posting of every query term. A host's pages
-		// have neighbouring docIDs (its owner crawls it), so comparing
-		// with the previous host spares most map lookups, which hashed
-		// the host name once per posting (10 % of a 4-node testnet's
-		// search CPU on the corpus).
+		// Asked once per host for the collection and once per host of
+		// each query term: remember the answers for this query.
 		ok := map[string]bool{}
-		var lastHost string
-		var lastOK, haveLast bool
 		keep = func(h string) bool {
-			if haveLast && h == lastHost {
-				return lastOK
-			}
 			v, seen := ok[h]
 			if !seen {
 				v = hostFilter(h)
 				ok[h] = v
 			}
-			lastHost, lastOK, haveLast = h, v, true
 			return v
 		}
 	}
 	st := &CollectionStats{DF: make(map[string]int64, len(terms))}
-	var all bool
-	st.Docs, st.FieldLenSum, all = l.ix.HostStats(keep)
+	all := keep == nil
+	if !all {
+		st.Docs, st.FieldLenSum, all = l.ix.HostStats(keep)
+	}
 	if all {
 		st.Docs, st.FieldLenSum = r.Docs(), r.FieldLenSum()
+		keep = nil
 	}
 	for _, t := range terms {
 		if _, done := st.DF[t]; done {
@@ -543,13 +550,7 @@ func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		var df int64
-		var err error
-		if all {
-			df, err = l.dfs.count(r, t)
-		} else {
-			df, err = liveDF(r, t, 0, keep)
-		}
+		df, err := l.dfs.count(r, t, keep)
 		if err != nil {
 			return nil, err
 		}
