@@ -34,7 +34,7 @@
 //	i:m:alloc               next docID (written by every Put)
 //	i:m:flush               flush watermark, term count, postings bytes (written by every flush)
 //	i:u:<url>               docID (uint32 BE)
-//	i:d:<docID>             page record without raw bytes, zstd
+//	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
 //	i:r:<docID>             raw body as fetched, zstd
 //	i:h:<host>\x00<docID>   host listing for ForEachPage and handoff
 //	i:l:<docID>             field lengths, static rank, host of a flushed live doc

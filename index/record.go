@@ -124,7 +124,9 @@ func (r *recReader) count(limit int) int {
 // else, compressed. A shard builds 50 candidates per query and shows
 // snippets for 10: before, each candidate decompressed its whole page
 // record, a third of a shard's search CPU on the corpus (BENCHMARKS.md,
-// "Distributed search on the corpus"). Records written before are one
+// "Stop 20: document frequencies per host, page summaries"). The summary
+// is not compressed: on the synthetic 10,000 pages the store's size moved
+// less than compaction timing moves it. Records written before are one
 // zstd frame of the whole record (recordVersion 1 inside; a zstd frame's
 // first byte is 0x28) and are read as before.
 const (

@@ -57,7 +57,7 @@ func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord,
 
 // decodeStored decodes a stored page record (the i:d: value) into d.
 // decodeRecord copies what it keeps, so the decompression buffer is reused
-// (a page record is tens of KB; one allocation per candidate per query).
+// (a page record is tens of KB, and every snippet reads one).
 func (ix *Index) decodeStored(v []byte, d *Document) error {
 	summary, frame, err := splitStored(v)
 	if err != nil {

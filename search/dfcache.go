@@ -34,7 +34,7 @@ const (
 // the filter keeps, a pass over the term's hosts instead of its postings.
 // Before, a filtered count bypassed the cache and read every posting; on
 // the 4-node corpus that was a quarter of a shard's search CPU
-// (BENCHMARKS.md, "Distributed search on the corpus").
+// (BENCHMARKS.md, "Stop 20: document frequencies per host, page summaries").
 type dfCache struct {
 	mu      sync.Mutex
 	entries map[string]dfEntry

@@ -39,7 +39,9 @@
 // (dfcache.go) keeps each term's count with the watermark and deletion
 // count it was made at: a later view with no deletion since adds only the
 // documents flushed after it; any deletion or replacement makes the next
-// query count again. Host-filtered statistics are always counted.
+// query count again. Counts are kept per host: a shard's statistics cover
+// only the hosts it owns (not those it holds as a replica), and that set
+// moves with membership, so a filtered DF is a sum over the term's hosts.
 //
 // # Local execution (local.go)
 //
