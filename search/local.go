@@ -516,9 +516,9 @@ func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host s
 // depends on its history (an owner re-indexes a page each time new anchor
 // text arrives; a replica that takes the host over received it once).
 // Header DFs made the same page score differently on the owner and on the
-// replica that took over from it, so a takeover reordered results. Without
-// a host filter the count comes from the DF cache (dfcache.go), exact
-// while no document is deleted.
+// replica that took over from it, so a takeover reordered results. The
+// count comes from the DF cache (dfcache.go), per host and exact while no
+// document is deleted, summed over the hosts the filter keeps.
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
 	var keep func(string) bool
 	if hostFilter != nil {
