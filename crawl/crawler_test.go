@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -331,8 +332,14 @@ func TestCrawlEndToEnd(t *testing.T) {
 			t.Errorf("%s stored %d times, want 1", u, sink.stored[u])
 		}
 	}
-	if len(sink.forwarded) == 0 || sink.forwarded[0].URL != "http://foreign.test/x" || !(sink.forwarded[0].Cash > 0) {
-		t.Errorf("foreign links not forwarded with cash: %+v", sink.forwarded[:min(1, len(sink.forwarded))])
+	// Some pages have no cash to pass on (one the sitemap listed, fetched
+	// before any link to it), and processing order varies; the seed has
+	// cash, and it links to the foreign page.
+	withCash := slices.ContainsFunc(sink.forwarded, func(d Discovered) bool {
+		return d.URL == "http://foreign.test/x" && d.Cash > 0
+	})
+	if !withCash {
+		t.Errorf("foreign links not forwarded with cash: %+v", sink.forwarded[:min(3, len(sink.forwarded))])
 	}
 	if p := sink.pages[web.url(0, "/")]; p == nil || p.Title == "" || len(p.Links) == 0 || !(p.Cash > 0) {
 		t.Errorf("home page badly stored: %+v", p)
