@@ -123,7 +123,7 @@ func (r *recReader) count(limit int) int {
 // and near-duplicate hashes), uncompressed, and the rest is everything
 // else, compressed. A shard builds 50 candidates per query and shows
 // snippets for 10: before, each candidate decompressed its whole page
-// record, a third of a shard's search CPU on the corpus (BENCHMARKS.md,
+// record, over two fifths of the shards' search CPU on the corpus (BENCHMARKS.md,
 // "Stop 20: document frequencies per host, page summaries"). The summary
 // is not compressed: on the synthetic 10,000 pages the store's size moved
 // less than compaction timing moves it. Records written before are one

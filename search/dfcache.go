@@ -33,7 +33,7 @@ const (
 // moves with membership: the DF a query needs is the sum over the hosts
 // the filter keeps, a pass over the term's hosts instead of its postings.
 // Before, a filtered count bypassed the cache and read every posting; on
-// the 4-node corpus that was a quarter of a shard's search CPU
+// the 4-node corpus that was a fifth of the shards' search CPU
 // (BENCHMARKS.md, "Stop 20: document frequencies per host, page summaries").
 type dfCache struct {
 	mu      sync.Mutex
