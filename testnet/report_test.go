@@ -62,6 +62,25 @@ func TestCrawlChecks(t *testing.T) {
 	if r := crawlChecks(truth, huge, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second); r.PolitenessViolations != 0 {
 		t.Errorf("overlap after a capped body counted: %v", r.Violations)
 	}
+	// So may a file whose body the crawler does not read (not HTML); an
+	// HTML page overlapping the next request is still a violation.
+	withFiles := *truth
+	withFiles.Pages = append(slices.Clone(truth.Pages),
+		simweb.PageTruth{URL: "http://b.test/song.ly", Host: "b.test", ContentType: "text/x-lilypond", Excluded: simweb.ExclNotHTML},
+		simweb.PageTruth{URL: "http://b.test/page", Host: "b.test"})
+	for _, tc := range []struct {
+		prev string
+		want int
+	}{{"/song.ly", 0}, {"/page", 1}} {
+		overlap := []fetch{
+			f("http://b.test/robots.txt", "b.test", "/robots.txt", 0, 1, 200),
+			f("http://b.test"+tc.prev, "b.test", tc.prev, 2, 10, 200),
+			f("http://b.test/", "b.test", "/", 9, 12, 200),
+		}
+		if r := crawlChecks(&withFiles, overlap, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second); r.PolitenessViolations != tc.want {
+			t.Errorf("overlap after %s: %d violations, want %d: %v", tc.prev, r.PolitenessViolations, tc.want, r.Violations)
+		}
+	}
 	if r.Coverage != 0.75 {
 		t.Errorf("coverage %v", r.Coverage)
 	}
