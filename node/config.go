@@ -59,7 +59,25 @@ type Config struct {
 	// node stops crawling and taking in data until space returns (see
 	// disk.go); 0 disables the guard.
 	MinFreeDisk uint64
+	// Sync says which writes are flushed to stable storage before they are
+	// acknowledged: SyncAcked (the default), SyncAlways or SyncNone; see
+	// syncAcknowledged.
+	Sync string
 }
+
+// Sync modes.
+const (
+	// SyncAcked fsyncs before acknowledging what a peer delivered
+	// (replicated and handed-off pages, URL batches): the sender forgets
+	// what this node acknowledged, so only those writes must survive a
+	// power loss. The node's own writes are not synced.
+	SyncAcked = "acked"
+	// SyncAlways syncs every write (Badger's SyncWrites).
+	SyncAlways = "always"
+	// SyncNone syncs nothing: a power loss can lose the last seconds of
+	// writes, acknowledged ones included; a killed process loses nothing.
+	SyncNone = "none"
+)
 
 // DefaultDataDir is a per-user data directory.
 func DefaultDataDir() string {
@@ -81,6 +99,7 @@ func DefaultConfig() Config {
 		},
 		MDNS:        true,
 		MinFreeDisk: DefaultMinFreeDisk,
+		Sync:        SyncAcked,
 	}
 }
 
@@ -115,6 +134,11 @@ func (c *Config) Validate() error {
 		if _, err := netip.ParseAddr(c.SourceIP); err != nil {
 			return fmt.Errorf("--source-ip %q: %w", c.SourceIP, err)
 		}
+	}
+	switch c.Sync {
+	case "", SyncAcked, SyncAlways, SyncNone:
+	default:
+		return fmt.Errorf("--sync %q: want %s, %s or %s", c.Sync, SyncAcked, SyncAlways, SyncNone)
 	}
 	if c.Workers < 0 || c.MaxPagesPerHost < 0 || c.MinDelay < 0 {
 		return errors.New("--workers, --max-pages-per-host and --min-delay must not be negative")

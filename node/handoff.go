@@ -1,9 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,11 +12,15 @@ import (
 
 	"sou/crawl"
 	"sou/index"
+	"sou/node/peermsg"
+	"sou/p2p"
 )
 
-// Handoff and replication ride on p2p's acknowledged delivery. Payloads are
-// gob-encoded structs of crawl and index types; p2p caps their size, and a
-// payload that does not decode is refused (and so not acknowledged).
+// Handoff and replication ride on p2p's acknowledged delivery. Payloads
+// are peermsg's bounded, versioned codecs; p2p caps their size, and one
+// that does not decode is malformed (refused, counted, its sender
+// throttled). What decodes is then authorised item by item by who sent it
+// (authorised).
 const (
 	topicHandoffPages = "handoff-pages/1"
 	topicHandoffHost  = "handoff-host/1"
@@ -27,14 +29,7 @@ const (
 	pagesPerMessage   = 32
 	// bytesPerMessage keeps a batch of pages well under p2p's message cap.
 	bytesPerMessage = 2 << 20
-	// maxRawInMessage bounds the raw bytes of one page on the wire; a larger
-	// cached copy is cut (its text and postings travel whole).
-	maxRawInMessage = 1536 << 10
 )
-
-type manifestMsg struct {
-	Hosts []string
-}
 
 // sendManifest tells a member that joined which hosts this node is about to
 // hand over to it, so that it waits for their crawl state before crawling
@@ -60,10 +55,7 @@ func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
 	if !sendsManifest(n.net.ID(), to, n.memberIDs(), len(moving)) {
 		return
 	}
-	b, err := encodeGob(manifestMsg{Hosts: moving})
-	if err == nil {
-		err = n.net.Send(ctx, to, topicManifest, b)
-	}
+	err = n.net.Send(ctx, to, topicManifest, peermsg.EncodeManifest(peermsg.Manifest{Hosts: moving}))
 	if err != nil && ctx.Err() == nil {
 		n.log.Warn("handoff manifest", "to", to, "err", err)
 	}
@@ -91,31 +83,29 @@ func (n *Node) memberIDs() []peer.ID {
 	return ids
 }
 
+// receiveManifest records the hosts a member is about to hand over to
+// this node. Only hosts the sender may hand over count
+// (handoffAuthorised), so a member cannot hold back the crawl of hosts
+// that are not its to give; and each host is held back at most once
+// (settling).
 func (n *Node) receiveManifest(_ context.Context, from peer.ID, payload []byte) error {
-	var m manifestMsg
-	if err := decodeGob(payload, &m); err != nil {
+	m, err := peermsg.DecodeManifest(payload)
+	if err != nil {
 		return err
 	}
-	if len(m.Hosts) > 1_000_000 {
-		return fmt.Errorf("manifest of %d hosts", len(m.Hosts))
+	hosts := m.Hosts[:0]
+	for _, h := range m.Hosts {
+		if n.handoffAuthorised(from, h) {
+			hosts = append(hosts, h)
+		}
 	}
-	n.settle.manifest(from, m.Hosts, time.Now())
+	n.refuse(from, "manifest hosts", len(m.Hosts)-len(hosts))
+	n.settle.manifest(from, hosts, time.Now())
 	return nil
 }
 
-// maxAnchorURLs bounds the anchor entries of one message.
-const maxAnchorURLs = 100_000
-
 // applyAnchors adds anchor texts from a peer's message to the index.
 func (n *Node) applyAnchors(ctx context.Context, anchors map[string][]string) error {
-	if len(anchors) > maxAnchorURLs {
-		return fmt.Errorf("message with anchors for %d URLs", len(anchors))
-	}
-	for u := range anchors {
-		if hostOf(u) == "" {
-			delete(anchors, u)
-		}
-	}
 	if len(anchors) == 0 {
 		return nil
 	}
@@ -134,64 +124,15 @@ func docBytes(d *index.Document) int {
 	return n
 }
 
-// wireDoc returns d with its raw bytes cut to what one message may carry.
+// wireDoc returns d with its raw bytes cut to what one message may carry
+// (the text and postings travel whole).
 func wireDoc(d *index.Document) *index.Document {
-	if len(d.Raw) <= maxRawInMessage {
+	if len(d.Raw) <= peermsg.MaxRawBytes {
 		return d
 	}
 	cp := *d
-	cp.Raw = cp.Raw[:maxRawInMessage]
+	cp.Raw = cp.Raw[:peermsg.MaxRawBytes]
 	return &cp
-}
-
-type pagesMsg struct {
-	Docs []*index.Document
-	// Fetched are URLs the owner settled without a page to store
-	// (redirects, errors, unindexed pages): a replica that takes the host
-	// over must not fetch them again either.
-	Fetched []fetchedMarker
-	// Anchors are anchor texts received for URLs of the host (URL ->
-	// texts): the anchor field must be the same wherever a page is
-	// indexed, or scores would change when a replica takes over.
-	Anchors map[string][]string
-	// Sitemaps are the sitemaps the owner read, with what they listed: a
-	// replica taking the host over neither reads them again nor loses
-	// the URLs only they listed.
-	Sitemaps []sitemapRecord
-}
-
-type fetchedMarker struct {
-	Host, URL string
-}
-
-// sitemapRecord is a sitemap its owner read: the host's URLs it listed and
-// the host's child sitemaps it named.
-type sitemapRecord struct {
-	Host, URL        string
-	Listed, Children []string
-}
-
-// maxSitemapListed caps one replicated sitemap (the sitemap protocol's
-// limit is 50,000 URLs).
-const maxSitemapListed = 50_000
-
-type hostMsg struct {
-	Export *crawl.HostExport
-}
-
-func encodeGob(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func decodeGob(b []byte, v any) error {
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil {
-		return fmt.Errorf("decode %T: %w", v, err)
-	}
-	return nil
 }
 
 // handoffState counts pages handed off and received.
@@ -275,7 +216,7 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		b, err := encodeGob(pagesMsg{Docs: batch, Anchors: anchors})
+		b, err := peermsg.EncodePages(&peermsg.Pages{Docs: batch, Anchors: anchors})
 		if err != nil {
 			return err
 		}
@@ -313,12 +254,10 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 	if err != nil {
 		return fmt.Errorf("export crawl state: %w", err)
 	}
-	b, err := encodeGob(hostMsg{Export: exp})
-	if err != nil {
-		return err
-	}
-	if err := n.net.Send(ctx, to, topicHandoffHost, b); err != nil {
-		return fmt.Errorf("send crawl state: %w", err)
+	for _, part := range splitExport(exp, bytesPerMessage) {
+		if err := n.net.Send(ctx, to, topicHandoffHost, peermsg.EncodeHostState(part)); err != nil {
+			return fmt.Errorf("send crawl state: %w", err)
+		}
 	}
 	if err := n.crawler.DropHost(ctx, host); err != nil {
 		return fmt.Errorf("drop crawl state: %w", err)
@@ -338,6 +277,7 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 			}
 		}
 	}
+	n.settle.forget(host)
 	n.handoff.sent.Add(int64(sent))
 	n.coord.Invalidate()
 	n.log.Info("handed off host", "host", host, "to", to, "pages", sent)
@@ -357,38 +297,99 @@ func (n *Node) holds(p peer.ID, host string) bool {
 	return false
 }
 
-// mayStore decides whether pages, fetch markers or crawl state of host sent
-// by from are taken. A peer may only hand over what it holds or what this
-// node holds: an old owner handing a host to a newcomer is, in the
-// newcomer's view, the host's replica; an owner replicating its pages holds
-// them. A peer that holds neither is claiming a host that is not its own
-// and is refused. The check is against this node's view, which may lag the
-// sender's by a heartbeat; when only the sender holds the host, the pages
-// are stored and the rebalance moves them on to the host's owner.
-func (n *Node) mayStore(from peer.ID, host string) bool {
-	if n.isReplica(host) || n.holds(from, host) {
-		return true
+// Who may send this node data about a host, by its own view. Nothing is
+// taken on the receiver's say alone (that it holds the host): each kind of
+// message comes from the one member whose role makes it the source.
+//
+//   - Replica items (pages, fetch markers, anchors, sitemaps) flow from a
+//     host's owner to its replicas: the sender is among the R members
+//     closest to the host and closer to it than this node, and this node
+//     among the R+1 closest (one more than R, for a view that knows a
+//     joiner the sender's does not yet). A replica cannot write to its
+//     owner, a member cannot write to hosts it does not hold, and no
+//     member can make a node store hosts it does not hold. Answers to a
+//     pull this node made are taken from the members it asked (pulls).
+//   - Handoffs (pages, crawl state, manifests) flow from a host's previous
+//     owner to a member that joined: the sender is a founder of this
+//     node's view (met while it joined) and among the R closest to the
+//     host of the founders still members, this node excluded; this node is
+//     among the R+1 closest. A member that joined after this node never
+//     owned a host before it, so it cannot hand it one.
+//   - A pull comes from a member among the R closest to the host (its owner
+//     after a takeover, or the replica about to become it).
+
+// rank is the position of p among the members closest to host (0 for the
+// closest), or -1 when p is not among the first k.
+func rank(members []peer.ID, host string, k int, p peer.ID) int {
+	return slices.Index(p2p.ReplicasOf(members, host, k), p)
+}
+
+// replicaFrom says whether from may send self replica items of host in
+// the view members (self and from among them), with replication factor r.
+func replicaFrom(members []peer.ID, self, from peer.ID, host string, r int) bool {
+	if host == "" {
+		return false
 	}
-	n.handoff.refused.Add(1)
-	return false
+	rf, rs := rank(members, host, r+1, from), rank(members, host, r+1, self)
+	return rf >= 0 && rf < r && rs >= 0 && rf < rs
+}
+
+// handoffFrom says whether from may hand self host: founders are the
+// founders of self's view that are still members.
+func handoffFrom(members, founders []peer.ID, self, from peer.ID, host string, r int) bool {
+	if host == "" || !slices.Contains(founders, from) {
+		return false
+	}
+	prior := slices.DeleteFunc(slices.Clone(founders), func(p peer.ID) bool { return p == self })
+	return rank(prior, host, r, from) >= 0 && rank(members, host, r+1, self) >= 0
+}
+
+func (n *Node) replicaAuthorised(from peer.ID, host string) bool {
+	if !n.net.IsMember(from) {
+		return false
+	}
+	return replicaFrom(n.memberIDs(), n.net.ID(), from, host, n.net.ReplicationFactor()) || n.pulls.solicited(from, host)
+}
+
+func (n *Node) handoffAuthorised(from peer.ID, host string) bool {
+	if !n.net.IsMember(from) || !n.settle.founder(from) {
+		return false
+	}
+	members := n.memberIDs()
+	founders := slices.DeleteFunc(slices.Clone(members), func(p peer.ID) bool { return !n.settle.founder(p) })
+	return handoffFrom(members, founders, n.net.ID(), from, host, n.net.ReplicationFactor())
+}
+
+func (n *Node) pullAuthorised(from peer.ID, host string) bool {
+	return n.net.IsMember(from) && host != "" && rank(n.memberIDs(), host, n.net.ReplicationFactor(), from) >= 0
+}
+
+// refuse counts and logs items refused from a peer.
+func (n *Node) refuse(from peer.ID, what string, count int) {
+	if count <= 0 {
+		return
+	}
+	n.handoff.refused.Add(int64(count))
+	if n.refusalLog.Allow() {
+		n.log.Warn("refused items from a peer that does not hold their host", "peer", from, "what", what, "count", count, "refused_so_far", n.handoff.refused.Load())
+	}
 }
 
 func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []byte) error {
 	if err := n.intakeOK(); err != nil {
 		return err // the sender keeps the pages until a Send succeeds
 	}
-	var m pagesMsg
-	if err := decodeGob(payload, &m); err != nil {
+	m, err := peermsg.DecodePages(payload)
+	if err != nil {
 		return err
 	}
-	if len(m.Docs) > 4*pagesPerMessage {
-		return fmt.Errorf("handoff message with %d pages, at most %d", len(m.Docs), 4*pagesPerMessage)
-	}
+	refused := 0
 	for _, d := range m.Docs {
-		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host {
-			return fmt.Errorf("handoff page with inconsistent URL and host")
+		if hostOf(d.URL) != d.Host {
+			return fmt.Errorf("%w: handoff page with inconsistent URL and host", p2p.ErrMalformed)
 		}
-		if !n.mayStore(from, d.Host) {
+		if !n.handoffAuthorised(from, d.Host) {
+			refused++
 			continue
 		}
 		if err := n.ix.Put(ctx, d); err != nil {
@@ -398,12 +399,10 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 		// not be one of them any more, and this node may die next.
 		n.replicate(d)
 	}
-	if len(m.Anchors) > maxAnchorURLs {
-		return fmt.Errorf("handoff with anchors for %d URLs", len(m.Anchors))
-	}
 	for u := range m.Anchors {
-		if h := hostOf(u); h == "" || !n.mayStore(from, h) {
+		if !n.handoffAuthorised(from, hostOf(u)) {
 			delete(m.Anchors, u)
+			refused++
 		}
 	}
 	if err := n.addAnchors(ctx, m.Anchors); err != nil {
@@ -411,26 +410,50 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 	}
 	n.handoff.received.Add(int64(len(m.Docs)))
 	n.coord.Invalidate()
-	return nil
+	if refused > 0 {
+		// Not acknowledged: an honest old owner whose view differs from
+		// this node's sends again once the views agree, and deletes
+		// nothing meanwhile.
+		n.refuse(from, "handed-off pages and anchors", refused)
+		return fmt.Errorf("%d handed-off items refused: %s does not hold their hosts by this node's view", refused, from)
+	}
+	return n.syncAcknowledged(len(m.Docs) > 0 || len(m.Anchors) > 0)
 }
 
 func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []byte) error {
 	if err := n.intakeOK(); err != nil {
 		return err // the sender keeps the pages until a Send succeeds
 	}
-	var m hostMsg
-	if err := decodeGob(payload, &m); err != nil {
+	exp, err := peermsg.DecodeHostState(payload)
+	if err != nil {
 		return err
 	}
-	if m.Export == nil {
-		return fmt.Errorf("empty host handoff")
+	if !n.handoffAuthorised(from, exp.Host) {
+		n.refuse(from, "crawl state", 1)
+		return fmt.Errorf("crawl state of %s refused: %s does not hold it", exp.Host, from)
 	}
-	if !n.mayStore(from, m.Export.Host) {
-		return fmt.Errorf("host handoff of %s from %s, which holds neither it nor this node", m.Export.Host, from)
-	}
-	if err := n.crawler.ImportHost(ctx, m.Export); err != nil {
+	if err := n.crawler.ImportHost(ctx, exp); err != nil {
 		return err
 	}
-	n.settle.settle(m.Export.Host)
-	return nil
+	n.settle.settle(exp.Host)
+	return n.syncAcknowledged(true)
+}
+
+// splitExport cuts a host's crawl state into parts of about maxBytes of URL
+// records each; the first carries the host and robots records. Importing
+// the parts one after the other merges them (crawl.ImportHost).
+func splitExport(e *crawl.HostExport, maxBytes int) []*crawl.HostExport {
+	first := &crawl.HostExport{Host: e.Host, State: e.State, Robots: e.Robots}
+	parts := []*crawl.HostExport{first}
+	cur, size := first, len(e.State)+len(e.Robots)
+	for _, u := range e.URLs {
+		if size+len(u) > maxBytes && len(cur.URLs) > 0 {
+			cur = &crawl.HostExport{Host: e.Host}
+			parts = append(parts, cur)
+			size = 0
+		}
+		cur.URLs = append(cur.URLs, u)
+		size += len(u) + 4
+	}
+	return parts
 }

@@ -1,15 +1,26 @@
 package node
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/gob"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"sou/crawl"
 	"sou/index"
+	"sou/node/peermsg"
+	"sou/p2p"
 )
 
 // threeNodes starts three connected nodes and waits until each sees all.
@@ -30,30 +41,72 @@ func threeNodes(t *testing.T) []*Node {
 	return nodes
 }
 
-// TestForeignHostClaimsRefused is issue 9's hostile peer claiming hosts it
-// does not own, at the node's handlers: pages, fetch markers, anchors and
-// crawl state for a host are taken only from a peer that holds it (owner or
-// replica) or for a host this node holds; anything else is refused and
-// counted, and nothing of it reaches the index or the crawler.
-func TestForeignHostClaimsRefused(t *testing.T) {
+// TestWhoMaySend: the rules of replicaFrom and handoffFrom on one view.
+// That the receiver holds the host never suffices.
+func TestWhoMaySend(t *testing.T) {
+	members := namedPeers("m", 8)
+	const host, r = "h.test", 2
+	o := p2p.ReplicasOf(members, host, len(members)) // closest first
+	replica := []struct {
+		name       string
+		self, from peer.ID
+		want       bool
+	}{
+		{"owner to its replica", o[1], o[0], true},
+		{"replica to its owner", o[0], o[1], false},
+		{"third closest to the owner", o[0], o[2], false},
+		{"third closest to the replica", o[1], o[2], false},
+		{"owner to the third closest (a joiner the owner does not know yet)", o[2], o[0], true},
+		{"replica to the third closest", o[2], o[1], true},
+		{"owner to a member far from the host", o[4], o[0], false},
+		{"far member to the owner", o[0], o[6], false},
+	}
+	for _, tc := range replica {
+		if got := replicaFrom(members, tc.self, tc.from, host, r); got != tc.want {
+			t.Errorf("replica %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	handoff := []struct {
+		name       string
+		founders   []peer.ID
+		self, from peer.ID
+		want       bool
+	}{
+		{"previous owner to the joiner that displaced it", members, o[0], o[1], true},
+		{"previous replica to that joiner", members, o[0], o[2], true},
+		{"third before the join", members, o[0], o[3], false},
+		{"a member that joined after self (not a founder)", []peer.ID{o[0], o[3], o[4]}, o[0], o[1], false},
+		{"the closest founder when closer members joined later", []peer.ID{o[0], o[5], o[6]}, o[0], o[5], true},
+		{"to a member that does not hold the host", members, o[5], o[0], false},
+	}
+	for _, tc := range handoff {
+		if got := handoffFrom(members, tc.founders, tc.self, tc.from, host, r); got != tc.want {
+			t.Errorf("handoff %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPeerDataAuthorisedBySender attacks the node's handlers with data
+// about a host: pages, fetch markers, anchors, sitemaps, crawl state,
+// manifests and pulls, sent to the host's replica. From a stranger, from a
+// member that does not hold the host, from the replica to its owner, or a
+// handoff from a member that joined after the receiver, nothing takes
+// (refused and counted) although the receiver holds the host; from the
+// host's owner, it takes.
+func TestPeerDataAuthorisedBySender(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
 	nodes := threeNodes(t)
 	ctx := context.Background()
-	// A host that node 0 does not hold (R = 2 of 3 members hold each host).
+	// A host whose owner is node 0, its replica node 1; node 2 does not
+	// hold it (R = 2 of 3).
 	var host string
 	for i := 0; host == ""; i++ {
-		h := fmt.Sprintf("foreign-%d.example", i)
-		if !nodes[0].isReplica(h) {
+		h := fmt.Sprintf("held-%d.example", i)
+		reps := nodes[0].net.Replicas(h)
+		if reps[0] == nodes[0].net.ID() && reps[1] == nodes[1].net.ID() {
 			host = h
-		}
-	}
-	var holder *Node
-	for _, n := range nodes[1:] {
-		if n.isReplica(host) {
-			holder = n
-			break
 		}
 	}
 	key, _, err := crypto.GenerateEd25519Key(nil)
@@ -67,61 +120,225 @@ func TestForeignHostClaimsRefused(t *testing.T) {
 	page := func(path string) *index.Document {
 		return &index.Document{URL: "http://" + host + path, Host: host, Title: "forged " + path, Body: "forged body text", Status: 200}
 	}
-	msg := pagesMsg{
-		Docs:    []*index.Document{page("/a"), page("/b")},
-		Fetched: []fetchedMarker{{URL: "http://" + host + "/c", Host: host}},
-		Anchors: map[string][]string{"http://" + host + "/a": {"forged anchor"}},
-	}
-	payload, err := encodeGob(msg)
+	pages, err := peermsg.EncodePages(&peermsg.Pages{
+		Docs:     []*index.Document{page("/a"), page("/b")},
+		Fetched:  []peermsg.Fetched{{URL: "http://" + host + "/c", Host: host}},
+		Anchors:  map[string][]string{"http://" + host + "/a": {"forged anchor"}},
+		Sitemaps: []peermsg.Sitemap{{Host: host, URL: "http://" + host + "/sitemap.xml", Listed: []string{"http://" + host + "/d"}}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
+	hostState := peermsg.EncodeHostState(&crawl.HostExport{Host: host})
+	manifest := peermsg.EncodeManifest(peermsg.Manifest{Hosts: []string{host}})
+	pull := peermsg.EncodePull(peermsg.Pull{Host: host})
+	owner, replica, other := nodes[0], nodes[1], nodes[2]
+	// The three started together, so each is a founder of the others'
+	// views; make owner and other late joiners in the replica's view.
+	replica.settle.mu.Lock()
+	clear(replica.settle.founders)
+	replica.settle.mu.Unlock()
+	type delivery func(to *Node, from peer.ID) error
+	replicaMsg := func(to *Node, from peer.ID) error { return to.receiveReplica(ctx, from, pages) }
+	handoffPages := func(to *Node, from peer.ID) error { return to.receiveHandoffPages(ctx, from, pages) }
+	handoffHost := func(to *Node, from peer.ID) error { return to.receiveHandoffHost(ctx, from, hostState) }
+	manifestMsg := func(to *Node, from peer.ID) error { return to.receiveManifest(ctx, from, manifest) }
+	pullMsg := func(to *Node, from peer.ID) error { return to.receivePull(ctx, from, pull) }
+	refused := []struct {
 		name    string
-		deliver func() error
-		wantErr bool
+		to      *Node
+		from    peer.ID
+		deliver delivery
 	}{
-		{"replica from a stranger", func() error { return nodes[0].receiveReplica(ctx, stranger, payload) }, false},
-		{"handoff pages from a stranger", func() error { return nodes[0].receiveHandoffPages(ctx, stranger, payload) }, false},
-		{"host export from a stranger", func() error {
-			b, err := encodeGob(hostMsg{Export: &crawl.HostExport{Host: host}})
-			if err != nil {
-				return err
-			}
-			return nodes[0].receiveHandoffHost(ctx, stranger, b)
-		}, true},
+		{"stranger/replica", replica, stranger, replicaMsg},
+		{"stranger/handoff pages", replica, stranger, handoffPages},
+		{"stranger/handoff host", replica, stranger, handoffHost},
+		{"stranger/manifest", replica, stranger, manifestMsg},
+		{"stranger/pull", replica, stranger, pullMsg},
+		{"non-holder/replica", replica, other.net.ID(), replicaMsg},
+		{"non-holder/pull", replica, other.net.ID(), pullMsg},
+		{"replica to its owner/replica", owner, replica.net.ID(), replicaMsg},
+		{"late joiner/handoff pages", replica, other.net.ID(), handoffPages},
+		{"late joiner/handoff host", replica, owner.net.ID(), handoffHost},
+		{"late joiner/manifest", replica, owner.net.ID(), manifestMsg},
 	}
-	for _, c := range cases {
+	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
-			before := nodes[0].handoff.refused.Load()
-			err := c.deliver()
-			if (err != nil) != c.wantErr {
-				t.Fatalf("error %v, want error %v", err, c.wantErr)
-			}
-			if nodes[0].handoff.refused.Load() == before {
+			before := c.to.handoff.refused.Load()
+			_ = c.deliver(c.to, c.from)
+			if c.to.handoff.refused.Load() == before {
 				t.Fatalf("nothing counted as refused")
 			}
 		})
 	}
-	if rec, err := nodes[0].ix.Get(ctx, "http://"+host+"/a"); err == nil {
-		t.Fatalf("a forged page reached the index: %q", rec.Title)
+	for _, n := range []*Node{owner, replica} {
+		if rec, err := n.ix.Get(ctx, "http://"+host+"/a"); err == nil {
+			t.Fatalf("a forged page reached an index: %q", rec.Title)
+		}
+		if keys, err := n.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 0 {
+			t.Fatalf("forged fetch markers stored: %v %v", keys, err)
+		}
+		if keys, err := n.hostKeys(prefixSitemap, host); err != nil || len(keys) != 0 {
+			t.Fatalf("forged sitemap reads stored: %v %v", keys, err)
+		}
 	}
-	nodes[0].replicas.mu.Lock()
-	madeReplica := nodes[0].replicas.hosts[host]
-	nodes[0].replicas.mu.Unlock()
-	if madeReplica {
-		t.Fatalf("the stranger made node 0 a replica of %s", host)
+	replica.settle.mu.Lock()
+	_, held := replica.settle.pending[host]
+	replica.settle.mu.Unlock()
+	if held {
+		t.Fatal("a forged manifest holds back the host's crawl")
 	}
 
-	// The same pages from a peer that does hold the host are taken: this is
-	// how an old owner hands a host over.
-	if holder == nil {
-		t.Fatalf("no holder of %s among the other nodes", host)
+	// The same from the host's owner is taken.
+	if err := replicaMsg(replica, owner.net.ID()); err != nil {
+		t.Fatalf("replica from the owner: %v", err)
 	}
-	if err := nodes[0].receiveHandoffPages(ctx, holder.net.ID(), payload); err != nil {
-		t.Fatalf("handoff from a holder: %v", err)
+	if rec, err := replica.ix.Get(ctx, "http://"+host+"/a"); err != nil || rec.Title != "forged /a" {
+		t.Fatalf("page replicated by the owner not stored: %v", err)
 	}
-	if _, err := nodes[0].ix.Get(ctx, "http://"+host+"/a"); err != nil {
-		t.Fatalf("page handed over by a holder not stored: %v", err)
+	if keys, err := replica.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 1 {
+		t.Fatalf("fetch marker from the owner: %v %v", keys, err)
+	}
+	if err := pullMsg(owner, replica.net.ID()); err != nil {
+		t.Fatalf("pull by the replica: %v", err)
+	}
+}
+
+// gobBomb is the 2026 reproduction of the gob allocation attack: a gob
+// stream of a struct shaped like the replica message whose Anchors map
+// announces claimed entries, about a hundred bytes on the wire. gob sizes
+// the map from the announced count before reading any entry.
+func gobBomb(t *testing.T, claimed uint64) []byte {
+	t.Helper()
+	type pagesMsg struct{ Anchors map[string][]string }
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(pagesMsg{Anchors: map[string][]string{"k": {"v"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Messages, each a gob uint length then the body: type definitions,
+	// then the value. Patch the map's count in the value.
+	var msgs [][]byte
+	for rest := buf.Bytes(); len(rest) > 0; {
+		l, n := gobUint(rest)
+		msgs = append(msgs, rest[n:n+int(l)])
+		rest = rest[n+int(l):]
+	}
+	value := msgs[len(msgs)-1]
+	at := bytes.Index(value, []byte{1, 1, 'k'}) // count 1, key length 1, "k"
+	if at < 0 {
+		t.Fatal("map count not found in the gob stream")
+	}
+	msgs[len(msgs)-1] = append(append(append([]byte{}, value[:at]...), appendGobUint(nil, claimed)...), value[at+1:]...)
+	var out []byte
+	for _, m := range msgs {
+		out = append(appendGobUint(out, uint64(len(m))), m...)
+	}
+	return out
+}
+
+func gobUint(b []byte) (uint64, int) {
+	if b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	n := int(-int8(b[0]))
+	var v uint64
+	for _, c := range b[1 : 1+n] {
+		v = v<<8 | uint64(c)
+	}
+	return v, 1 + n
+}
+
+func appendGobUint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	var be [8]byte
+	binary.BigEndian.PutUint64(be[:], v)
+	i := 0
+	for be[i] == 0 {
+		i++
+	}
+	return append(append(b, byte(-int8(8-i))), be[i:]...)
+}
+
+// TestGobBombRefused replays the memory attack against a live node: a
+// peer sends one deliver frame of about a hundred bytes on the replica
+// topic whose gob payload announces millions of anchor entries. With gob
+// on the wire the node allocated hundreds of megabytes per frame and
+// counted nothing. Now a stranger's stream is refused before it is read,
+// and a member's payload fails peermsg's bounded decoder: refused,
+// counted, its sender throttled, and the node's allocations stay small.
+func TestGobBombRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two nodes")
+	}
+	cfg := testConfig(t)
+	victim, _ := runNode(t, cfg)
+	bomb := gobBomb(t, 4_000_000)
+	var old struct{ Anchors map[string][]string }
+	if err := gob.NewDecoder(bytes.NewReader(bomb)).Decode(&old); err == nil {
+		t.Fatal("the crafted gob stream decodes: it would not have made gob allocate")
+	}
+	deliver := append([]byte{1}, p2p.AppendString(nil, topicReplica)...)
+	deliver = append(deliver, bomb...)
+	frame := append(binary.AppendUvarint(nil, uint64(len(deliver))), deliver...)
+	t.Logf("attack frame: %d bytes", len(frame))
+	proto := protocol.ID("/sou/" + cfg.Network + "/deliver/1.0.0")
+
+	send := func(h interface {
+		NewStream(context.Context, peer.ID, ...protocol.ID) (network.Stream, error)
+	}) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := h.NewStream(ctx, victim.net.ID(), proto)
+		if err != nil {
+			return
+		}
+		defer s.Reset()
+		_ = s.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = s.Write(frame)
+		_ = s.CloseWrite()
+		_, _ = bufio.NewReader(s).ReadByte()
+	}
+	measure := func(name string, attack func()) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		attack()
+		time.Sleep(200 * time.Millisecond)
+		runtime.ReadMemStats(&after)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+			t.Fatalf("%s: the node allocated %d MB for one %d-byte frame", name, grew>>20, len(frame))
+		}
+	}
+
+	stranger, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stranger.Connect(ctx, peer.AddrInfo{ID: victim.net.ID(), Addrs: victim.net.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	before := victim.net.Stats()
+	measure("stranger", func() {
+		for range 5 {
+			send(stranger)
+		}
+	})
+	if st := victim.net.Stats(); st.NonMemberStreams-before.NonMemberStreams < 5 {
+		t.Fatalf("stranger's frames not refused as a non-member's: %+v", st)
+	}
+
+	mcfg := testConfig(t)
+	mcfg.Bootstrap = bootstrapAddrs(victim)
+	member, _ := runNode(t, mcfg)
+	waitMembers(t, 2, victim, member)
+	before = victim.net.Stats()
+	measure("member", func() { send(member.net.Host()) })
+	if st := victim.net.Stats(); st.RejectedMessages == before.RejectedMessages {
+		t.Fatal("the member's bomb was not counted as malformed")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 
 	"sou/crawl"
 	"sou/index"
@@ -39,6 +40,7 @@ type Node struct {
 	repl    *replicator
 	// replicas are the hosts held here only as a replica.
 	replicas replicaHosts
+	pulls    pulls
 	// ctx is Run's context, for work started from callbacks.
 	ctx    context.Context
 	settle *settling
@@ -46,6 +48,9 @@ type Node struct {
 	httpAddr atomic.Value
 	disk     *diskGuard
 	recent   recent
+	// refusalLog paces the warnings about refused peer data, which come
+	// as fast as a hostile member sends.
+	refusalLog *rate.Limiter
 }
 
 // New opens the node's storage and network. Call Run to serve, and it
@@ -59,7 +64,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	for _, opt := range opts {
 		opt(&o)
 	}
-	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50)}
+	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50), refusalLog: rate.NewLimiter(rate.Every(10*time.Second), 1)}
 	n.handoff.kick = make(chan struct{}, 1)
 	n.repl = newReplicator()
 	n.settle = newSettling(15*time.Second, 2*time.Minute, len(cfg.Bootstrap) > 0, time.Now())
@@ -73,7 +78,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 		minFree = 0 // nothing is written under DataDir
 	}
 	n.disk = newDiskGuard(cfg.DataDir, minFree)
-	n.db, err = openDB(cfg.DataDir, o.inMemory, log)
+	n.db, err = openDB(cfg.DataDir, o.inMemory, cfg.Sync == SyncAlways, log)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +112,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if o.p2pTune != nil {
 		o.p2pTune(&pcfg)
 	}
-	var popts []p2p.Option
+	popts := []p2p.Option{p2p.WithIntakeGate(n.intakeOK)}
 	if o.host != nil {
 		popts = append(popts, p2p.WithHost(o.host))
 	}
@@ -319,7 +324,10 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 	if err := n.crawler.Add(ctx, ds); err != nil {
 		return err
 	}
-	return n.addAnchors(ctx, anchors)
+	if err := n.addAnchors(ctx, anchors); err != nil {
+		return err
+	}
+	return n.syncAcknowledged(len(recs) > 0)
 }
 
 // publishLoad keeps the heartbeat's load figures current.

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"sou/index"
+	"sou/node/peermsg"
 )
 
 // The replication outbox keeps in Badger what a replica has not
@@ -26,9 +27,15 @@ import (
 //
 // Badger keys: "n:o/<peer>\x00<kind><url>", peer in its text form. Kind
 // 'd' is a page (empty value: the page is read back from the index), 'f'
-// a fetch marker (empty value), 's' a sitemap read (a gob sitemapRecord).
-// Anchor texts are not kept: losing them changes an anchor field, not
-// what is fetched.
+// a fetch marker (empty value), 's' a sitemap read
+// (peermsg.EncodeSitemap). Anchor texts are not kept: losing them changes
+// an anchor field, not what is fetched.
+//
+// Each peer's outbox holds at most maxOutboxPerPeer items, and nothing is
+// written while the disk guard has stopped intake: an item not kept costs
+// a refetch only if this node dies before the peer acknowledges it, while
+// an outbox without bounds lets a replica that never acknowledges grow
+// this node's store without end.
 const prefixOutbox = "n:o/"
 
 const (
@@ -37,12 +44,15 @@ const (
 	outboxSitemap = 's'
 )
 
+// maxOutboxPerPeer caps the items kept for one peer.
+const maxOutboxPerPeer = 200_000
+
 // outboxItem is one queued item as the outbox names it; sitemap is set
 // for kind 's'.
 type outboxItem struct {
 	kind    byte
 	url     string
-	sitemap *sitemapRecord
+	sitemap *peermsg.Sitemap
 }
 
 func (it outboxItem) id() string { return string(it.kind) + it.url }
@@ -68,8 +78,21 @@ func queueItems(q *replQueue) []outboxItem {
 
 // writeOutbox keeps items for each peer of byPeer.
 func (n *Node) writeOutbox(byPeer map[peer.ID][]outboxItem) error {
-	if len(byPeer) == 0 {
+	if len(byPeer) == 0 || n.disk.Low() {
 		return nil
+	}
+	r := n.repl
+	r.mu.Lock()
+	dropped := 0
+	for p, items := range byPeer {
+		if room := maxOutboxPerPeer - len(r.durable[p]); len(items) > room {
+			dropped += len(items) - max(room, 0)
+			byPeer[p] = items[:max(room, 0)]
+		}
+	}
+	r.mu.Unlock()
+	if dropped > 0 && n.refusalLog.Allow() {
+		n.log.Warn("replication outbox full: items not kept", "items", dropped, "cap_per_peer", maxOutboxPerPeer)
 	}
 	wb := n.db.NewWriteBatch()
 	defer wb.Cancel()
@@ -78,11 +101,7 @@ func (n *Node) writeOutbox(byPeer map[peer.ID][]outboxItem) error {
 		for _, it := range items {
 			var v []byte
 			if it.kind == outboxSitemap {
-				b, err := encodeGob(*it.sitemap)
-				if err != nil {
-					return fmt.Errorf("encode sitemap %s: %w", it.url, err)
-				}
-				v = b
+				v = peermsg.EncodeSitemap(*it.sitemap)
 			}
 			if err := wb.Set(outboxKey(p, it.id()), v); err != nil {
 				return fmt.Errorf("outbox item %s for %s: %w", it.url, p, err)
@@ -93,7 +112,6 @@ func (n *Node) writeOutbox(byPeer map[peer.ID][]outboxItem) error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("write %d replication outbox items: %w", count, err)
 	}
-	r := n.repl
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for p, items := range byPeer {
@@ -207,8 +225,8 @@ func (n *Node) loadOutbox(ctx context.Context) error {
 			switch item.kind {
 			case outboxPage, outboxMarker:
 			case outboxSitemap:
-				var s sitemapRecord
-				if err := it.Item().Value(func(v []byte) error { return decodeGob(v, &s) }); err != nil {
+				var s peermsg.Sitemap
+				if err := it.Item().Value(func(v []byte) (err error) { s, err = peermsg.DecodeSitemap(v); return err }); err != nil {
 					stale = append(stale, key)
 					continue
 				}
@@ -246,7 +264,7 @@ func (n *Node) loadOutbox(ctx context.Context) error {
 		case doc != nil && len(q.docs) < maxPendingReplicas:
 			q.docs = append(q.docs, doc)
 		case k.it.kind == outboxMarker && len(q.markers) < maxPendingReplicas:
-			q.markers = append(q.markers, fetchedMarker{Host: hostOf(k.it.url), URL: k.it.url})
+			q.markers = append(q.markers, peermsg.Fetched{Host: hostOf(k.it.url), URL: k.it.url})
 		case k.it.kind == outboxSitemap && len(q.maps) < maxPendingReplicas:
 			q.maps = append(q.maps, *k.it.sitemap)
 		default:

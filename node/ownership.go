@@ -87,6 +87,10 @@ type settling struct {
 	pending      map[string]time.Time // host -> when its manifest named it
 	settled      map[string]bool      // hosts whose handoff arrived
 	manifested   map[peer.ID]bool     // members whose manifest arrived
+	// founders are the members met in the first manifestWait after this
+	// node first met the network: the members that owned hosts before it
+	// joined, and so the only ones that may hand it hosts (handoffFrom).
+	founders map[peer.ID]bool
 }
 
 // manifestAwaitNeighbours is how many of its XOR-closest members a joiner
@@ -117,7 +121,7 @@ func sendsManifest(self, joiner peer.ID, members []peer.ID, moving int) bool {
 }
 
 func newSettling(manifestWait, hostWait time.Duration, joining bool, now time.Time) *settling {
-	return &settling{manifestWait: manifestWait, hostWait: hostWait, joining: joining, started: now, awaiting: map[peer.ID]bool{}, pending: map[string]time.Time{}, settled: map[string]bool{}, manifested: map[peer.ID]bool{}}
+	return &settling{manifestWait: manifestWait, hostWait: hostWait, joining: joining, started: now, awaiting: map[peer.ID]bool{}, pending: map[string]time.Time{}, settled: map[string]bool{}, manifested: map[peer.ID]bool{}, founders: map[peer.ID]bool{}}
 }
 
 // joined records a member joining, with the members this node (self) sees
@@ -135,6 +139,11 @@ func (s *settling) joined(self peer.ID, members []peer.ID, now time.Time) {
 	}
 	if now.Sub(s.firstSeen) >= s.manifestWait {
 		return
+	}
+	for _, p := range members {
+		if p != self {
+			s.founders[p] = true
+		}
 	}
 	clear(s.awaiting)
 	for _, p := range p2p.ClosestMembers(members, p2p.PeerKey(self), manifestAwaitNeighbours) {
@@ -156,6 +165,13 @@ func (s *settling) viewSettledAt() time.Time {
 	return s.firstSeen.Add(s.manifestWait)
 }
 
+// founder reports whether p was met while this node joined.
+func (s *settling) founder(p peer.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.founders[p]
+}
+
 // left forgets p: a dead member sends no manifest.
 func (s *settling) left(p peer.ID) {
 	s.mu.Lock()
@@ -163,17 +179,36 @@ func (s *settling) left(p peer.ID) {
 	s.mu.Unlock()
 }
 
-// manifest records the hosts p is about to hand over.
+// manifest records the hosts p is about to hand over. A host is held back
+// once, for at most hostWait from the first manifest that names it: a
+// later manifest does not restart the wait, so a member that keeps naming
+// a host cannot keep it from being crawled. Expired waits are pruned here,
+// so the pending set holds only the last hostWait's hosts.
 func (s *settling) manifest(p peer.ID, hosts []string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.awaiting, p)
 	s.manifested[p] = true
+	for h, since := range s.pending {
+		if now.Sub(since) >= s.hostWait {
+			delete(s.pending, h)
+			s.settled[h] = true
+		}
+	}
 	for _, h := range hosts {
-		if !s.settled[h] { // the handoff may overtake its manifest
+		if _, waiting := s.pending[h]; !waiting && !s.settled[h] { // the handoff may overtake its manifest
 			s.pending[h] = now
 		}
 	}
+}
+
+// forget readies host for another handoff to this node: it was handed
+// away, and should it come back, its next manifest is waited for again.
+func (s *settling) forget(host string) {
+	s.mu.Lock()
+	delete(s.settled, host)
+	delete(s.pending, host)
+	s.mu.Unlock()
 }
 
 // settle marks host as handed over: it may be crawled at once.
@@ -203,6 +238,7 @@ func (s *settling) mayCrawl(host string, now time.Time) bool {
 			return false
 		}
 		delete(s.pending, host)
+		s.settled[host] = true
 	}
 	return true
 }

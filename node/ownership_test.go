@@ -56,6 +56,20 @@ func TestSettling(t *testing.T) {
 			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)); s.manifest(a, []string{"lost"}, at(1)) }, "lost", 60, false},
 			{nil, "lost", 122, true},
 		}},
+		{"a host named again and again is held back once", true, []step{
+			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)); s.manifest(a, []string{"h"}, at(1)) }, "h", 100, false},
+			{func(s *settling) { s.manifest(a, []string{"h"}, at(110)) }, "h", 115, false},
+			{nil, "h", 122, true},
+			{func(s *settling) { s.manifest(a, []string{"h"}, at(130)) }, "h", 131, true},
+		}},
+		{"a host handed away is waited for again when it comes back", true, []step{
+			{func(s *settling) {
+				s.joined(self, []peer.ID{a}, at(1))
+				s.manifest(a, []string{"h"}, at(1))
+				s.settle("h")
+			}, "h", 20, true},
+			{func(s *settling) { s.forget("h"); s.manifest(a, []string{"h"}, at(30)) }, "h", 31, false},
+		}},
 		{"manifests wait at most manifestWait", true, []step{
 			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)) }, "h", 10, false},
 			{nil, "h", 17, true},

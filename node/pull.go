@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"sou/index"
+	"sou/node/peermsg"
 	"sou/p2p"
 )
 
@@ -44,15 +45,46 @@ const (
 	pullTimeout = 10 * time.Second
 	// pullParallel is how many hosts are pulled at once.
 	pullParallel = 8
-	// maxPullHave caps the hashes of one request (8 bytes each, under p2p's
-	// 4 MiB message cap); a larger host sends the first ones and gets some
-	// pages it holds again (storing a page twice is harmless).
-	maxPullHave = 400_000
 )
 
-type pullMsg struct {
-	Host string
-	Have []uint64
+// pulls are the pulls under way: the members asked for each host. Their
+// answers come as replica messages from members that need not be among
+// the host's R closest (a former replica is asked because it may hold
+// what the current replicas lack), and are taken because they were asked
+// for (solicited).
+type pulls struct {
+	mu    sync.Mutex
+	asked map[pullKey]int
+}
+
+type pullKey struct {
+	peer peer.ID
+	host string
+}
+
+// ask records that p is being asked for host until done is called.
+func (ps *pulls) ask(p peer.ID, host string) (done func()) {
+	k := pullKey{p, host}
+	ps.mu.Lock()
+	if ps.asked == nil {
+		ps.asked = map[pullKey]int{}
+	}
+	ps.asked[k]++
+	ps.mu.Unlock()
+	return func() {
+		ps.mu.Lock()
+		if ps.asked[k]--; ps.asked[k] <= 0 {
+			delete(ps.asked, k)
+		}
+		ps.mu.Unlock()
+	}
+}
+
+// solicited reports whether p is being asked for host now.
+func (ps *pulls) solicited(p peer.ID, host string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.asked[pullKey{p, host}] > 0
 }
 
 func urlHash(u string) uint64 {
@@ -92,14 +124,13 @@ func (n *Node) pullHost(ctx context.Context, host string) error {
 		}
 		urls = append(urls, keys...)
 	}
-	have := make([]uint64, 0, min(len(urls), maxPullHave))
-	for _, u := range urls[:min(len(urls), maxPullHave)] {
+	// A host larger than a request's hashes sends the first ones and gets
+	// some pages it holds again (storing a page twice is harmless).
+	have := make([]uint64, 0, min(len(urls), peermsg.MaxPullHave))
+	for _, u := range urls[:min(len(urls), peermsg.MaxPullHave)] {
 		have = append(have, urlHash(u))
 	}
-	b, err := encodeGob(pullMsg{Host: host, Have: have})
-	if err != nil {
-		return fmt.Errorf("encode pull request: %w", err)
-	}
+	b := peermsg.EncodePull(peermsg.Pull{Host: host, Have: have})
 	self := n.net.ID()
 	var others []peer.ID
 	for _, m := range n.net.Members() {
@@ -110,6 +141,8 @@ func (n *Node) pullHost(ctx context.Context, host string) error {
 	var wg sync.WaitGroup
 	for _, p := range p2p.ReplicasOf(others, host, pullPeers) {
 		wg.Go(func() {
+			done := n.pulls.ask(p, host)
+			defer done()
 			sendCtx, cancel := context.WithTimeout(ctx, pullTimeout)
 			defer cancel()
 			if err := n.net.Send(sendCtx, p, topicReplicaPull, b); err != nil && ctx.Err() == nil {
@@ -142,17 +175,14 @@ func (n *Node) hostKeys(prefix, host string) ([]string, error) {
 // receivePull answers a pull: what this node holds of the host and the
 // requester does not goes to it as replica messages, stored there before
 // this returns. Only a member that holds the host by this node's view (its
-// owner or a replica) may pull it.
+// owner, or a replica about to take it over) may pull it.
 func (n *Node) receivePull(ctx context.Context, from peer.ID, payload []byte) error {
-	var m pullMsg
-	if err := decodeGob(payload, &m); err != nil {
+	m, err := peermsg.DecodePull(payload)
+	if err != nil {
 		return err
 	}
-	if m.Host == "" || len(m.Have) > maxPullHave {
-		return fmt.Errorf("pull request for host %q with %d hashes", m.Host, len(m.Have))
-	}
-	if !n.holds(from, m.Host) {
-		n.handoff.refused.Add(1)
+	if !n.pullAuthorised(from, m.Host) {
+		n.refuse(from, "pull", 1)
 		return fmt.Errorf("pull of %s refused: the peer does not hold it", m.Host)
 	}
 	have := make(map[uint64]struct{}, len(m.Have))
@@ -167,7 +197,7 @@ func (n *Node) receivePull(ctx context.Context, from peer.ID, payload []byte) er
 	}
 	for _, u := range markers {
 		if missing(u) {
-			q.markers = append(q.markers, fetchedMarker{Host: m.Host, URL: u})
+			q.markers = append(q.markers, peermsg.Fetched{Host: m.Host, URL: u})
 		}
 	}
 	if err := n.pullSitemaps(m.Host, missing, q); err != nil {
@@ -227,8 +257,8 @@ func (n *Node) pullSitemaps(host string, missing func(string) bool, q *replQueue
 			if !missing(string(it.Item().Key()[len(prefix):])) {
 				continue
 			}
-			var s sitemapRecord
-			if err := it.Item().Value(func(v []byte) error { return decodeGob(v, &s) }); err != nil {
+			var s peermsg.Sitemap
+			if err := it.Item().Value(func(v []byte) (err error) { s, err = peermsg.DecodeSitemap(v); return err }); err != nil {
 				continue // a bad record costs the requester a sitemap read
 			}
 			q.maps = append(q.maps, s)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"sou/node/peermsg"
 )
 
 // TestTakeoverPullsWhatOthersHold: a member that is not among a host's
@@ -48,11 +50,8 @@ func TestTakeoverPullsWhatOthersHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := "http://" + host + "/redirected"
-	sitemap := sitemapRecord{Host: host, URL: "http://" + host + "/sitemap.xml", Listed: []string{page.URL}}
-	sm, err := encodeGob(sitemap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sitemap := peermsg.Sitemap{Host: host, URL: "http://" + host + "/sitemap.xml", Listed: []string{page.URL}}
+	sm := peermsg.EncodeSitemap(sitemap)
 	if err := other.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set([]byte(prefixFetchedMarker+host+"\x00"+marker), nil); err != nil {
 			return err
@@ -63,15 +62,12 @@ func TestTakeoverPullsWhatOthersHold(t *testing.T) {
 	}
 
 	// Not a holder of the host: refused.
-	req, err := encodeGob(pullMsg{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := peermsg.EncodePull(peermsg.Pull{Host: host})
 	if err := other.net.Send(ctx, taker.net.ID(), topicReplicaPull, req); err == nil {
 		t.Error("a pull by a member that does not hold the host was answered")
 	}
-	if err := taker.net.Send(ctx, other.net.ID(), topicReplicaPull, req); err != nil {
-		t.Fatalf("a pull by a replica was refused: %v", err)
+	if err := taker.pullHost(ctx, host); err != nil {
+		t.Fatalf("a pull by a replica: %v", err)
 	}
 	if _, err := taker.ix.Get(ctx, page.URL); err != nil {
 		t.Fatalf("the pull returned without the page stored at the puller: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"sou/crawl"
 	"sou/index"
+	"sou/node/peermsg"
 	"sou/p2p"
 )
 
@@ -62,8 +63,8 @@ type replicator struct {
 	durable map[peer.ID]map[string]bool
 	// ownMarkers and ownMaps are this node's own fetch markers and sitemap
 	// reads, written to its Badger in the next round (see keepOwn).
-	ownMarkers []fetchedMarker
-	ownMaps    []sitemapRecord
+	ownMarkers []peermsg.Fetched
+	ownMaps    []peermsg.Sitemap
 	kick       chan struct{}
 	// senders are the delivery goroutines, waited for when the loop ends.
 	senders sync.WaitGroup
@@ -73,8 +74,8 @@ type replicator struct {
 // waiters wait for.
 type replQueue struct {
 	docs    []*index.Document
-	markers []fetchedMarker
-	maps    []sitemapRecord
+	markers []peermsg.Fetched
+	maps    []peermsg.Sitemap
 	anchors map[string][]string
 	commit  *replCommit
 }
@@ -245,7 +246,7 @@ func (n *Node) replicate(d *index.Document) replWait {
 }
 
 // replicateFetched queues a marker for a URL settled without a stored page.
-func (n *Node) replicateFetched(m fetchedMarker) replWait {
+func (n *Node) replicateFetched(m peermsg.Fetched) replWait {
 	r := n.repl
 	r.mu.Lock()
 	if len(r.ownMarkers) < maxPendingReplicas {
@@ -262,7 +263,7 @@ func (n *Node) replicateFetched(m fetchedMarker) replWait {
 }
 
 // replicateSitemap queues what a sitemap of one of this node's hosts listed.
-func (n *Node) replicateSitemap(s sitemapRecord) {
+func (n *Node) replicateSitemap(s peermsg.Sitemap) {
 	r := n.repl
 	r.mu.Lock()
 	if len(r.ownMaps) < maxPendingReplicas {
@@ -400,11 +401,7 @@ func (n *Node) keepOwn() error {
 		}
 	}
 	for _, s := range maps {
-		b, err := encodeGob(s)
-		if err != nil {
-			return fmt.Errorf("encode sitemap %s: %w", s.URL, err)
-		}
-		if err := wb.Set([]byte(prefixSitemap+s.Host+"\x00"+s.URL), b); err != nil {
+		if err := wb.Set([]byte(prefixSitemap+s.Host+"\x00"+s.URL), peermsg.EncodeSitemap(s)); err != nil {
 			return fmt.Errorf("sitemap %s: %w", s.URL, err)
 		}
 	}
@@ -493,8 +490,8 @@ func (n *Node) deliverReplicas(ctx context.Context, p peer.ID, q *replQueue) {
 // kept by its index until the page arrives). Sent parts are removed from
 // q, so that on error q holds what p has not acknowledged.
 func (n *Node) sendReplicaQueue(ctx context.Context, p peer.ID, q *replQueue) error {
-	send := func(m pagesMsg) error {
-		b, err := encodeGob(m)
+	send := func(m peermsg.Pages) error {
+		b, err := peermsg.EncodePages(&m)
 		if err != nil {
 			return fmt.Errorf("encode replica message: %w", err)
 		}
@@ -509,7 +506,7 @@ func (n *Node) sendReplicaQueue(ctx context.Context, p peer.ID, q *replQueue) er
 	// anchors with the first pages: a waiting Store pays one round trip.
 	first := true
 	for first || len(q.docs) > 0 {
-		var m pagesMsg
+		var m peermsg.Pages
 		anchorsToo := false
 		if first {
 			m.Fetched, m.Sitemaps = q.markers, q.maps
@@ -541,7 +538,7 @@ func (n *Node) sendReplicaQueue(ctx context.Context, p peer.ID, q *replQueue) er
 		first = false
 	}
 	if len(q.anchors) > 0 {
-		if err := send(pagesMsg{Anchors: q.anchors}); err != nil {
+		if err := send(peermsg.Pages{Anchors: q.anchors}); err != nil {
 			return err
 		}
 		q.anchors = map[string][]string{}
@@ -561,32 +558,28 @@ func anchorBytes(anchors map[string][]string) int {
 	return size
 }
 
-func (n *Node) isMember(p peer.ID) bool {
-	for _, m := range n.net.Members() {
-		if m.ID == p {
-			return true
-		}
-	}
-	return false
-}
+func (n *Node) isMember(p peer.ID) bool { return n.net.IsMember(p) }
 
+// receiveReplica stores what a holder of a host sends its other holders.
+// Items the sender may not send (replicaAuthorised) are dropped and
+// counted; the rest is acknowledged.
 func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte) error {
 	if err := n.intakeOK(); err != nil {
 		return err
 	}
-	var m pagesMsg
-	if err := decodeGob(payload, &m); err != nil {
+	m, err := peermsg.DecodePages(payload)
+	if err != nil {
 		return err
 	}
-	if len(m.Fetched) > 100_000 {
-		return fmt.Errorf("replica message with %d markers", len(m.Fetched))
-	}
+	refused := 0
+	defer func() { n.refuse(from, "replica items", refused) }()
 	// Markers and sitemaps are kept even for a host this node believes it
 	// owns: its view may lag the sender's (a node just restarted sees few
 	// members), and a marker dropped here is a refetch at the next
 	// takeover. The host is marked replica-only only if it is not owned.
 	for _, f := range m.Fetched {
-		if f.URL == "" || hostOf(f.URL) != f.Host || !n.mayStore(from, f.Host) {
+		if hostOf(f.URL) != f.Host || !n.replicaAuthorised(from, f.Host) {
+			refused++
 			continue
 		}
 		if err := n.noteReplicaUnlessOwner(f.Host); err != nil {
@@ -598,30 +591,24 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 			return err
 		}
 	}
-	if len(m.Sitemaps) > 1000 {
-		return fmt.Errorf("replica message with %d sitemaps", len(m.Sitemaps))
-	}
 	for _, s := range m.Sitemaps {
-		if s.URL == "" || hostOf(s.URL) != s.Host || len(s.Listed) > maxSitemapListed || len(s.Children) > 1000 ||
-			!n.mayStore(from, s.Host) {
+		if hostOf(s.URL) != s.Host || !n.replicaAuthorised(from, s.Host) {
+			refused++
 			continue
 		}
 		if err := n.noteReplicaUnlessOwner(s.Host); err != nil {
 			return err
 		}
-		b, err := encodeGob(s)
-		if err != nil {
-			return err
-		}
 		if err := n.db.Update(func(txn *badger.Txn) error {
-			return txn.Set([]byte(prefixSitemap+s.Host+"\x00"+s.URL), b)
+			return txn.Set([]byte(prefixSitemap+s.Host+"\x00"+s.URL), peermsg.EncodeSitemap(s))
 		}); err != nil {
 			return err
 		}
 	}
 	docs := make([]*index.Document, 0, len(m.Docs))
 	for _, d := range m.Docs {
-		if d == nil || d.URL == "" || hostOf(d.URL) != d.Host || !n.mayStore(from, d.Host) {
+		if hostOf(d.URL) != d.Host || !n.replicaAuthorised(from, d.Host) {
+			refused++
 			continue
 		}
 		if err := n.noteReplicaUnlessOwner(d.Host); err != nil {
@@ -634,11 +621,15 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 		return fmt.Errorf("replica pages: %w", err)
 	}
 	for u := range m.Anchors {
-		if h := hostOf(u); h == "" || !n.mayStore(from, h) {
+		if !n.replicaAuthorised(from, hostOf(u)) {
 			delete(m.Anchors, u)
+			refused++
 		}
 	}
-	return n.applyAnchors(ctx, m.Anchors)
+	if err := n.applyAnchors(ctx, m.Anchors); err != nil {
+		return err
+	}
+	return n.syncAcknowledged(len(docs) > 0)
 }
 
 // replicaHosts remembers the hosts this node holds pages of only as a
@@ -656,8 +647,8 @@ type replicaHosts struct {
 
 // Badger keys of the node: "n:r/<host>" marks a replica-only host;
 // "n:f/<host>\x00<url>" a URL its owner settled without a page;
-// "n:s/<host>\x00<sitemap url>" a sitemap its owner read (a gob
-// sitemapRecord). The owner keeps its own "n:f/" and "n:s/" keys too (see
+// "n:s/<host>\x00<sitemap url>" a sitemap its owner read
+// (peermsg.EncodeSitemap). The owner keeps its own "n:f/" and "n:s/" keys too (see
 // keepOwn); a takeover reads and deletes the host's.
 const (
 	prefixReplicaHost   = "n:r/"
@@ -831,8 +822,8 @@ func (n *Node) replicaSitemaps(host string, links *[]crawl.Discovered) (read, pe
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))
-			var s sitemapRecord
-			if err := it.Item().Value(func(v []byte) error { return decodeGob(v, &s) }); err != nil {
+			var s peermsg.Sitemap
+			if err := it.Item().Value(func(v []byte) (err error) { s, err = peermsg.DecodeSitemap(v); return err }); err != nil {
 				continue // a bad record costs a sitemap read, nothing else
 			}
 			read = append(read, s.URL)

@@ -11,6 +11,7 @@ import (
 
 	"sou/crawl"
 	"sou/index"
+	"sou/node/peermsg"
 	"sou/p2p"
 )
 
@@ -63,7 +64,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
 		// Not indexed, but fetched: the replicas must know, or a takeover
 		// would fetch it again.
-		return n.awaitReplicas(ctx, n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL}))
+		return n.awaitReplicas(ctx, n.replicateFetched(peermsg.Fetched{Host: p.Host, URL: p.URL}))
 	}
 	if len(n.net.Members()) > 1 {
 		winner, err := n.net.Claim(ctx, p.ContentHash[:], p.URL)
@@ -80,7 +81,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
 		}
 		if winner != p.URL {
-			return n.awaitReplicas(ctx, n.replicateFetched(fetchedMarker{Host: p.Host, URL: p.URL}))
+			return n.awaitReplicas(ctx, n.replicateFetched(peermsg.Fetched{Host: p.Host, URL: p.URL}))
 		}
 	}
 	doc := DocumentFromPage(p)
@@ -125,16 +126,19 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 // (redirects, 404s), so a message each would double the messages.
 func (s *sink) Fetched(host, url string, sitemap bool) {
 	if !sitemap {
-		s.n.replicateFetched(fetchedMarker{Host: host, URL: url})
+		s.n.replicateFetched(peermsg.Fetched{Host: host, URL: url})
 	}
 }
 
 // SitemapRead tells the host's replicas what one of its sitemaps listed.
 func (s *sink) SitemapRead(host, url string, listed, children []string) {
-	if len(listed) > maxSitemapListed {
-		listed = listed[:maxSitemapListed]
+	if len(listed) > peermsg.MaxSitemapListed {
+		listed = listed[:peermsg.MaxSitemapListed]
 	}
-	s.n.replicateSitemap(sitemapRecord{Host: host, URL: url, Listed: listed, Children: children})
+	if len(children) > peermsg.MaxSitemapKids {
+		children = children[:peermsg.MaxSitemapKids]
+	}
+	s.n.replicateSitemap(peermsg.Sitemap{Host: host, URL: url, Listed: listed, Children: children})
 }
 
 // DocumentFromPage is what the index stores of a crawled page; the OPIC

@@ -20,7 +20,7 @@ import (
 // openDB opens the node's one Badger database under dataDir/db with
 // BadgerOptions, or in memory with InMemoryBadgerOptions. Start-up failures
 // get an error that says what to do, never a crash loop.
-func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error) {
+func openDB(dataDir string, inMemory, syncWrites bool, log *slog.Logger) (*badger.DB, error) {
 	if inMemory {
 		db, err := badger.Open(InMemoryBadgerOptions().WithLogger(badgerLogger{log}).WithLoggingLevel(badger.WARNING))
 		if err != nil {
@@ -40,7 +40,7 @@ func openDB(dataDir string, inMemory bool, log *slog.Logger) (*badger.DB, error)
 	if err := removeTornValueLogs(dir, log); err != nil {
 		return nil, err
 	}
-	opts := BadgerOptions(dir).WithLogger(badgerLogger{log}).WithLoggingLevel(badger.WARNING)
+	opts := BadgerOptions(dir).WithLogger(badgerLogger{log}).WithLoggingLevel(badger.WARNING).WithSyncWrites(syncWrites)
 	db, err := badger.Open(opts)
 	if err != nil {
 		if errors.Is(err, badger.ErrTruncateNeeded) {
@@ -216,4 +216,19 @@ func (n *Node) dbSize() (lsm, vlog int64) {
 		}
 	}
 	return lsm, vlog
+}
+
+// syncAcknowledged makes what a peer delivered durable before it is
+// acknowledged, in SyncAcked mode (the sender deletes what is
+// acknowledged, so a power loss here would lose it everywhere); wrote
+// says whether the message stored anything. One fsync of the value log and
+// the memtable's write-ahead log per message, not per page.
+func (n *Node) syncAcknowledged(wrote bool) error {
+	if !wrote || n.cfg.Sync != SyncAcked && n.cfg.Sync != "" {
+		return nil
+	}
+	if err := n.db.Sync(); err != nil {
+		return fmt.Errorf("sync before acknowledging: %w", err)
+	}
+	return nil
 }

@@ -93,7 +93,7 @@ func TestOpenStoreWrittenCompressed(t *testing.T) {
 func TestOpenAfterKillDuringValueLogCreation(t *testing.T) {
 	dataDir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
-	db, err := openDB(dataDir, false, log)
+	db, err := openDB(dataDir, false, false, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestOpenAfterKillDuringValueLogCreation(t *testing.T) {
 	if err := os.WriteFile(torn, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err = openDB(dataDir, false, log)
+	db, err = openDB(dataDir, false, false, log)
 	if err != nil {
 		t.Fatalf("open after a torn value-log creation: %v", err)
 	}

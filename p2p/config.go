@@ -71,6 +71,26 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// ConnLow and ConnHigh are the connection manager's watermarks.
 	ConnLow, ConnHigh int
+	// MaxMembers caps the members this node admits; JoinRate and
+	// JoinBurst bound how fast new members are admitted (see admission).
+	MaxMembers int
+	JoinRate   rate.Limit
+	JoinBurst  int
+	// ClaimTTL is how long a stored claim is kept. ClaimRate and
+	// ClaimBurst bound the claims one origin may store here (per second,
+	// saved up); claims beyond are refused, and the claimant indexes its
+	// page without the network-wide duplicate check.
+	ClaimTTL   time.Duration
+	ClaimRate  rate.Limit
+	ClaimBurst int
+	// MaxOutboxPerPeer caps the URL records waiting in the outbox of one
+	// peer. Beyond it, records this node forwards for itself are dropped
+	// (counted in URLsDropped) and batches from peers that would need
+	// re-forwarding to that peer are refused as busy.
+	MaxOutboxPerPeer int
+	// MaxSearchesPerPeer caps the search requests of one member handled at
+	// once; more are refused as busy.
+	MaxSearchesPerPeer int
 	// RelayService makes this node offer circuit relay v2 to others when
 	// AutoNAT finds it publicly reachable.
 	RelayService bool
@@ -81,26 +101,34 @@ type Config struct {
 // (hashicorp/memberlist's LAN preset in spirit).
 func DefaultLANConfig() Config {
 	return Config{
-		Network:           "sou",
-		Replicas:          2,
-		HeartbeatInterval: 500 * time.Millisecond,
-		MemberTimeout:     3 * time.Second,
-		MaxHops:           4,
-		MaxMessageBytes:   4 << 20,
-		PeerRate:          1000,
-		PeerBurst:         2000,
-		ThrottleFor:       5 * time.Second,
-		PeerURLRate:       20_000,
-		PeerURLBurst:      maxBatchRecords,
-		MaxStreamsPerPeer: 128,
-		StreamIdleTimeout: 10 * time.Second,
-		BatchMaxURLs:      2000,
-		BatchDelay:        time.Second,
-		RetryMin:          200 * time.Millisecond,
-		RetryMax:          10 * time.Second,
-		ConnLow:           100,
-		ConnHigh:          400,
-		RelayService:      true,
+		Network:            "sou",
+		Replicas:           2,
+		HeartbeatInterval:  500 * time.Millisecond,
+		MemberTimeout:      3 * time.Second,
+		MaxHops:            4,
+		MaxMessageBytes:    4 << 20,
+		PeerRate:           1000,
+		PeerBurst:          2000,
+		ThrottleFor:        5 * time.Second,
+		PeerURLRate:        20_000,
+		PeerURLBurst:       maxBatchRecords,
+		MaxStreamsPerPeer:  128,
+		StreamIdleTimeout:  10 * time.Second,
+		BatchMaxURLs:       2000,
+		BatchDelay:         time.Second,
+		RetryMin:           200 * time.Millisecond,
+		RetryMax:           10 * time.Second,
+		ConnLow:            100,
+		ConnHigh:           400,
+		MaxMembers:         1024,
+		JoinRate:           32,
+		JoinBurst:          256,
+		ClaimTTL:           7 * 24 * time.Hour,
+		ClaimRate:          1000,
+		ClaimBurst:         10_000,
+		MaxOutboxPerPeer:   1_000_000,
+		MaxSearchesPerPeer: 32,
+		RelayService:       true,
 	}
 }
 
@@ -181,6 +209,30 @@ func (c *Config) fillDefaults() error {
 	if c.ConnHigh <= c.ConnLow {
 		c.ConnHigh = c.ConnLow * 4
 	}
+	if c.MaxMembers <= 0 {
+		c.MaxMembers = d.MaxMembers
+	}
+	if c.JoinRate <= 0 {
+		c.JoinRate = d.JoinRate
+	}
+	if c.JoinBurst <= 0 {
+		c.JoinBurst = d.JoinBurst
+	}
+	if c.ClaimTTL <= 0 {
+		c.ClaimTTL = d.ClaimTTL
+	}
+	if c.ClaimRate <= 0 {
+		c.ClaimRate = d.ClaimRate
+	}
+	if c.ClaimBurst <= 0 {
+		c.ClaimBurst = d.ClaimBurst
+	}
+	if c.MaxOutboxPerPeer <= 0 {
+		c.MaxOutboxPerPeer = d.MaxOutboxPerPeer
+	}
+	if c.MaxSearchesPerPeer <= 0 {
+		c.MaxSearchesPerPeer = d.MaxSearchesPerPeer
+	}
 	if c.PSK != nil && len(c.PSK) != 32 {
 		return fmt.Errorf("p2p config: PSK must be 32 bytes, got %d", len(c.PSK))
 	}
@@ -207,6 +259,10 @@ type options struct {
 	// viewFilter, when set, hides members from this node's view. Tests use
 	// it to make views differ deterministically.
 	viewFilter func(peerID string) bool
+	// intakeGate, when set, is asked before anything a peer sent is
+	// stored (URL batches, re-forwarded records, claims); an error refuses
+	// it and the sender retries later.
+	intakeGate func() error
 }
 
 // Option customises New.
@@ -220,6 +276,10 @@ func WithHost(h host.Host) Option { return func(o *options) { o.host = h } }
 
 // WithClock replaces the wall clock used for membership timestamps.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithIntakeGate makes the node refuse what peers send for storage while
+// gate returns an error (node's disk guard).
+func WithIntakeGate(gate func() error) Option { return func(o *options) { o.intakeGate = gate } }
 
 func withViewFilter(f func(peerID string) bool) Option {
 	return func(o *options) { o.viewFilter = f }

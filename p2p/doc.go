@@ -51,7 +51,13 @@
 // otherwise publish in lockstep, and the bursts overflow gossipsub's
 // queues: Stats.GossipDrops) on the GossipSub topic
 // "sou/<network>/members/1" (signed by the origin, validated: size-capped,
-// decoded, rate-limited per origin) carrying addresses and Load. A member
+// decoded, rate-limited per origin) carrying addresses and Load. An
+// origin becomes a member only while this node has a live, authenticated
+// connection to it; one heard but not connected is a candidate, dialled
+// at the addresses it announced and admitted once the dial succeeds
+// (admission.go). Admissions are capped (MaxMembers) and paced (JoinRate,
+// JoinBurst), candidates are bounded, and heartbeats of origins there is
+// no room for are dropped before they are decoded. A member
 // silent for MemberTimeout is dropped, and every connection to it is
 // closed: a member killed and restarted within seconds leaves a dead QUIC
 // connection behind, on which gossipsub would keep respawning its writer
@@ -76,10 +82,17 @@
 // key is sha256(lowercased host[:port]). Owner = the live member (self
 // included) XOR-closest to the host key; Replicas = the R closest, owner
 // first. OwnerOf is the pure function used by tests and reports. Holds(p,
-// host) says whether p may hold host (among the R closest, p counted as a
-// member): claims are checked with it, and node gives it to the search
-// coordinator so that results a shard sends for hosts it does not hold
-// are dropped.
+// host) says whether p holds host: p is a member (or this node) among the
+// R closest. A peer not admitted holds nothing. Claims are checked with
+// it, and node gives it to the search coordinator so that results a shard
+// sends for hosts it does not hold are dropped.
+//
+// # Members only
+//
+// Every protocol (URLs, search, deliver, claim) serves members only: a
+// stream from a peer that is not a member is reset before its frame is
+// read and before any per-peer state is made (Stats.NonMemberStreams). An
+// honest peer not admitted yet is refused like a stranger and retries.
 //
 // # URL forwarding
 //
@@ -137,10 +150,10 @@
 //     Every hop verifies the signature (a forgery is
 //     malformed: reset, counted, sender throttled) and refuses the claim
 //     (an error answer, Stats.ClaimsRefused) unless the origin holds the
-//     URL's host: it is among the Replicas members closest to it by the
-//     hop's view, the origin counted as a member. A peer therefore cannot
-//     claim, and so suppress as duplicates, pages on hosts honest peers
-//     own. (1.0.0 carried no origin and is gone.)
+//     URL's host (Holds: a member among the Replicas closest to it by the
+//     hop's view), and then charges the origin's claim allowance. A peer
+//     therefore cannot claim, and so suppress as duplicates, pages on hosts
+//     honest peers own. (1.0.0 carried no origin and is gone.)
 //   - heartbeat (pubsub): version, flags (bit 0 leaving), sender time in ms,
 //     addresses (≤ 64, binary multiaddrs), load (pages, frontier, hosts,
 //     outbox depth) as uvarints.
@@ -154,7 +167,9 @@
 // Heartbeats are limited per origin to 4 per interval.
 //
 // Concurrency: a peer may have at most MaxStreamsPerPeer (128) inbound
-// streams being handled at once, and at most 4 URL batches; streams beyond
+// streams being handled at once, at most MaxSearchesPerPeer (32) search
+// requests (more are answered busy: Stats.SearchesRefused), and at most 4
+// URL batches; streams beyond
 // are reset on arrival (Stats.StreamsRefused). Exceeding it is not
 // penalised: an honest coordinator under load may run many searches at
 // once. A request must keep arriving: StreamIdleTimeout (10 s) of silence
@@ -179,10 +194,18 @@
 //   - "p:o/<peer ID base58>/<seq 8 bytes big-endian>" -> one outbox record
 //     (version, URL, anchor, source host, cash bits, depth, hops). seq is
 //     global and monotonic; restored from the largest key at start.
-//   - "p:c/<sha256(key) 32 bytes>" -> the winning value of a claim. Claims are
-//     kept forever and are not replicated: if the member holding a claim
-//     dies, the next-closest member starts without it, so one duplicate may
-//     then slip through.
+//   - "p:c/<sha256(key) 32 bytes>" -> the winning value of a claim, kept
+//     for ClaimTTL (Badger's TTL). Claims are not replicated: if the member
+//     holding a claim dies, the next-closest member starts without it, so
+//     one duplicate may then slip through.
+//
+// What peers make this node store is bounded: URL batches by the URL
+// allowance and the intake gate (WithIntakeGate: node's disk guard); a
+// peer's outbox by MaxOutboxPerPeer (beyond it this node's own records for
+// the peer are dropped, Stats.URLsDropped and OutboxFull, and batches that
+// would need re-forwarding there are refused as busy); claims by the
+// origin's ClaimRate allowance (Stats.ClaimsThrottled), ClaimTTL and the
+// intake gate.
 //
 // Durability of both follows the DB's SyncWrites option.
 package p2p

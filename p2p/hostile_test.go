@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -36,9 +37,9 @@ func patient(c *Config) {
 	c.MemberTimeout = 6 * time.Second
 }
 
-// attackerHost is a bare libp2p host connected to target that limits
-// nothing on its own side.
-func attackerHost(t *testing.T, target *testNode) host.Host {
+// strangerHost is a bare libp2p host connected to target that limits
+// nothing on its own side and never joins the membership.
+func strangerHost(t *testing.T, target *testNode) host.Host {
 	t.Helper()
 	h, err := libp2p.New(
 		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
@@ -53,6 +54,32 @@ func attackerHost(t *testing.T, target *testNode) host.Host {
 	if err := h.Connect(ctx, peer.AddrInfo{ID: target.ID(), Addrs: target.h.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// attackerHost is a stranger host that then joins target's network as a
+// member (a sou node runs on it), so that its raw streams reach the
+// protocol handlers: every protocol serves members only.
+func attackerHost(t *testing.T, target *testNode) host.Host {
+	t.Helper()
+	h := strangerHost(t, target)
+	dir := t.TempDir()
+	db := openDB(t, filepath.Join(dir, "db"))
+	t.Cleanup(func() { db.Close() })
+	cfg := testConfig(dir)
+	patient(&cfg)
+	for _, a := range target.Addrs() {
+		cfg.Bootstrap = append(cfg.Bootstrap, a.String())
+	}
+	n, err := New(context.Background(), db, cfg, nil, WithHost(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	// It takes what members forward to it (and drops it), as a member that
+	// owns hosts and never crawls them would.
+	n.SetURLHandler(func(context.Context, peer.ID, []URLRecord) error { return nil })
+	waitFor(t, 10*time.Second, "attacker admitted as a member", func() bool { return target.isMember(h.ID()) })
 	return h
 }
 
@@ -308,7 +335,9 @@ func TestHostileThousandsOfIdleStreams(t *testing.T) {
 			}
 		}
 	}()
-	honestHost := hostOwnedBy(t, []peer.ID{victim.ID(), honest.ID()}, victim.ID(), []peer.ID{victim.ID(), honest.ID()}, victim.ID())
+	waitFor(t, 10*time.Second, "the attacker in the honest view", func() bool { return knows(honest, attacker.ID()) })
+	all := []peer.ID{victim.ID(), honest.ID(), attacker.ID()}
+	honestHost := hostOwnedBy(t, all, victim.ID(), all, victim.ID())
 	if err := honest.Forward(context.Background(), []URLRecord{{URL: "http://" + honestHost + "/during-attack", SourceHost: "h.test"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +415,8 @@ func TestHostileURLFlood(t *testing.T) {
 		return atVictim.handle(ctx, from, recs)
 	})
 	honest.SetURLHandler(atHonest.handle)
-	members := []peer.ID{victim.ID(), honest.ID()}
+	waitFor(t, 10*time.Second, "the attacker in the honest view", func() bool { return knows(honest, attacker.ID()) })
+	members := []peer.ID{victim.ID(), honest.ID(), attacker.ID()}
 	// Half the flood is for the victim's hosts, half for the honest
 	// peer's (which the victim must pass on through its outbox).
 	const perBatch = 2_000

@@ -120,17 +120,21 @@ func (n *Node) Replicas(host string) []peer.ID {
 	return ReplicasOf(n.memberIDs(), host, n.cfg.Replicas)
 }
 
-// Holds reports whether p may hold host by this node's view: p is among
-// the Replicas members closest to host, counting p as a member even if
-// this node has not heard of it yet (a view that lags behind a join must
-// not refuse the newcomer).
+// Holds reports whether p holds host by this node's view: p is this node
+// or a member, and among the Replicas members closest to host. A peer this
+// node has not admitted holds nothing: what it sends about a host is
+// refused until its heartbeat (and connection) make it a member, and an
+// honest sender retries until then.
 func (n *Node) Holds(p peer.ID, host string) bool {
-	members := n.memberIDs()
-	if !slices.Contains(members, p) {
-		members = append(members, p)
+	if p != n.h.ID() && !n.isMember(p) {
+		return false
 	}
-	return slices.Contains(ReplicasOf(members, host, n.cfg.Replicas), p)
+	return slices.Contains(n.Replicas(host), p)
 }
+
+// IsMember reports whether p is a member by this node's view (this node
+// included).
+func (n *Node) IsMember(p peer.ID) bool { return p == n.h.ID() || n.isMember(p) }
 
 // IsOwner reports whether this node owns host by its own view.
 func (n *Node) IsOwner(host string) bool { return n.Owner(host) == n.h.ID() }
@@ -212,6 +216,10 @@ func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Messa
 	if origin == n.h.ID() {
 		return pubsub.ValidationAccept
 	}
+	if !n.mayHear(origin) {
+		n.st.heartbeatsIgnored.Add(1)
+		return pubsub.ValidationIgnore
+	}
 	if !n.allowHeartbeat(origin) {
 		return pubsub.ValidationIgnore
 	}
@@ -222,6 +230,17 @@ func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Messa
 	}
 	msg.ValidatorData = hb
 	return pubsub.ValidationAccept
+}
+
+// mayHear reports whether a heartbeat from origin is worth decoding: it
+// comes from a member or a candidate, or there is room for a new
+// candidate. A flood of heartbeats signed by generated keys therefore
+// costs no per-origin state once the candidate list is full.
+func (n *Node) mayHear(origin peer.ID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, member := n.members[origin]
+	return member || n.adm.known(origin) || !n.adm.full()
 }
 
 // allowHeartbeat rate-limits heartbeats per origin: a member sends one per
@@ -267,36 +286,51 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
 		return
 	}
 	now := n.clock.Now()
+	connected := n.h.Network().Connectedness(from) == network.Connected
 	var ev *MemberEvent
+	dial := false
 	n.mu.Lock()
-	if hb.SentMs <= n.tombstones[from] || hb.SentMs < n.lastSent[from] {
+	m, known := n.members[from]
+	if hb.SentMs <= n.tombstones[from] || known && hb.SentMs < n.lastSent[from] {
 		n.mu.Unlock()
 		return // older than a leave or a newer heartbeat: a late duplicate
 	}
-	n.lastSent[from] = hb.SentMs
-	m, known := n.members[from]
 	switch {
-	case hb.Leaving:
+	case hb.Leaving && known:
 		n.tombstones[from] = hb.SentMs
-		if known {
-			delete(n.members, from)
-			ev = &MemberEvent{Kind: Left, Member: *m, At: now}
-		}
+		delete(n.members, from)
+		n.departed[from] = now
+		ev = &MemberEvent{Kind: Left, Member: *m, At: now}
+	case hb.Leaving:
+		delete(n.adm.candidates, from)
 	case known:
+		n.lastSent[from] = hb.SentMs
 		m.Addrs, m.Load, m.LastSeen = hb.Addrs, hb.Load, now
 	default:
-		m = &Member{ID: from, Addrs: hb.Addrs, Load: hb.Load, LastSeen: now, Key: PeerKey(from)}
-		n.members[from] = m
-		ev = &MemberEvent{Kind: Joined, Member: *m, At: now}
+		switch n.adm.decide(from, hb, connected, len(n.members), now) {
+		case admitted:
+			n.lastSent[from] = hb.SentMs
+			m = &Member{ID: from, Addrs: hb.Addrs, Load: hb.Load, LastSeen: now, Key: PeerKey(from)}
+			n.members[from] = m
+			ev = &MemberEvent{Kind: Joined, Member: *m, At: now}
+		case candidacy:
+			dial = true
+		case refused:
+			n.st.membersRefused.Add(1)
+		}
 	}
 	n.mu.Unlock()
-	if !hb.Leaving && len(hb.Addrs) > 0 {
-		n.h.Peerstore().AddAddrs(from, hb.Addrs, 3*n.cfg.MemberTimeout)
+	if dial {
+		n.confirmCandidate(from)
+		return
 	}
 	if ev == nil {
 		return
 	}
 	if ev.Kind == Joined {
+		if len(hb.Addrs) > 0 {
+			n.h.Peerstore().AddAddrs(from, hb.Addrs, 3*n.cfg.MemberTimeout)
+		}
 		n.h.ConnManager().Protect(from, "sou-member")
 		n.log.Info("member joined", "peer", from)
 		n.wakeSender(from) // an outbox may have been waiting for it
@@ -322,6 +356,12 @@ func (n *Node) maintenanceLoop() {
 		case <-t.C:
 		}
 		n.expireMembers()
+		n.mu.Lock()
+		redial := n.adm.expire(n.clock.Now(), n.cfg.MemberTimeout)
+		n.mu.Unlock()
+		for _, p := range redial {
+			n.confirmCandidate(p)
+		}
 		if time.Since(lastDial) > 2*n.cfg.HeartbeatInterval {
 			lastDial = time.Now()
 			n.dialRoutingTable()
@@ -329,6 +369,7 @@ func (n *Node) maintenanceLoop() {
 		if time.Since(lastPrune) > time.Minute {
 			lastPrune = time.Now()
 			n.pruneLimiters()
+			n.pruneDepartures()
 		}
 	}
 }
@@ -340,6 +381,7 @@ func (n *Node) expireMembers() {
 	for id, m := range n.members {
 		if now.Sub(m.LastSeen) > n.cfg.MemberTimeout {
 			delete(n.members, id)
+			n.departed[id] = now
 			gone = append(gone, *m)
 		}
 	}
@@ -394,3 +436,27 @@ func (n *Node) dialRoutingTable() {
 		})
 	}
 }
+
+// pruneDepartures forgets the last heartbeat times and leave tombstones of
+// peers gone for longer than departureMemory: gossipsub's duplicate cache
+// has long dropped their messages, so nothing stale can arrive any more,
+// and the maps stay as small as the recent membership.
+func (n *Node) pruneDepartures() {
+	now := n.clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for p, at := range n.departed {
+		_, member := n.members[p]
+		if member || now.Sub(at) > departureMemory {
+			delete(n.departed, p)
+		}
+		if !member && now.Sub(at) > departureMemory {
+			delete(n.lastSent, p)
+			delete(n.tombstones, p)
+		}
+	}
+}
+
+// departureMemory is how long a departed member's last heartbeat time and
+// leave tombstone are kept.
+const departureMemory = 10 * time.Minute

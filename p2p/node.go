@@ -64,6 +64,8 @@ type Node struct {
 	members    map[peer.ID]*Member
 	tombstones map[peer.ID]uint64 // SentMs of a member's leave message
 	lastSent   map[peer.ID]uint64
+	departed   map[peer.ID]time.Time // when a member left, for pruneDepartures
+	adm        *admission
 	load       Load
 	urlH       func(ctx context.Context, from peer.ID, recs []URLRecord) error
 	searchH    func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
@@ -80,6 +82,7 @@ type Node struct {
 	obMu     sync.Mutex
 	senders  map[peer.ID]*senderSignals
 	inflight map[peer.ID]context.CancelFunc
+	obCount  map[peer.ID]int // records in each peer's outbox
 	seq      atomic.Uint64
 	depth    atomic.Int64
 
@@ -87,6 +90,11 @@ type Node struct {
 	hbMu    sync.Mutex
 	leaving bool
 	dialing sync.Map // peer.ID -> true while a routing-table dial runs
+	// candidateSem bounds the dials to candidate members under way.
+	candidateSem chan struct{}
+	// refusalLog paces the warnings about refused strangers, which come
+	// as fast as a stranger sends.
+	refusalLog *rate.Limiter
 
 	st counters
 }
@@ -98,6 +106,10 @@ type peerLimit struct {
 	// streams and urlStreams count the peer's inbound streams being
 	// handled now.
 	streams, urlStreams int
+	// searches counts the peer's search requests under way.
+	searches int
+	// claims is the claim allowance of the peer as a claim's origin.
+	claims *rate.Limiter
 	// urlTokens is the peer's URL record allowance (may be negative after
 	// a large batch), last refilled at urlRefill.
 	urlTokens float64
@@ -105,12 +117,14 @@ type peerLimit struct {
 }
 
 type counters struct {
-	urlsForwarded, urlsReceived, urlsReforwarded, urlsDropped, urlsInvalid atomic.Uint64
-	batchesSent, batchesReceived, forwardBytes, receivedBytes              atomic.Uint64
-	sendFailures, rejected, throttledMessages, throttleEvents              atomic.Uint64
-	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused      atomic.Uint64
-	maxHops                                                                atomic.Int64
-	gossip                                                                 gossipDrops
+	urlsForwarded, urlsReceived, urlsReforwarded, urlsDropped, urlsInvalid    atomic.Uint64
+	batchesSent, batchesReceived, forwardBytes, receivedBytes                 atomic.Uint64
+	sendFailures, rejected, throttledMessages, throttleEvents                 atomic.Uint64
+	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused         atomic.Uint64
+	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
+	claimsThrottled, outboxFull, searchesRefused                              atomic.Uint64
+	maxHops                                                                   atomic.Int64
+	gossip                                                                    gossipDrops
 }
 
 // Stats is a snapshot of the node's counters.
@@ -149,6 +163,26 @@ type Stats struct {
 	// ClaimsRefused counts claims refused because the claimant does not
 	// hold the host of the claimed URL.
 	ClaimsRefused uint64
+	// NonMemberStreams counts inbound streams reset because their peer is
+	// not a member: every protocol serves members only.
+	NonMemberStreams uint64
+	// MembersRefused counts heartbeats of connected origins not admitted
+	// (member cap, join rate) or of new candidates beyond the candidate
+	// cap; HeartbeatsIgnored those dropped before decoding for want of
+	// room; CandidateDialsFailed the candidates that did not answer at
+	// their announced addresses.
+	MembersRefused       uint64
+	HeartbeatsIgnored    uint64
+	CandidateDialsFailed uint64
+	// ClaimsThrottled counts claims refused because their origin exceeded
+	// ClaimRate.
+	ClaimsThrottled uint64
+	// OutboxFull counts records refused or dropped because a peer's outbox
+	// held MaxOutboxPerPeer records.
+	OutboxFull uint64
+	// SearchesRefused counts search requests refused because their member
+	// had MaxSearchesPerPeer under way.
+	SearchesRefused uint64
 	// GossipDrops counts membership messages gossipsub dropped at a full
 	// queue (a peer's outbound queue, the validation queue, or this
 	// node's subscription).
@@ -179,16 +213,20 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 	}
 	n := &Node{
 		cfg: cfg, log: log.With("pkg", "p2p"), db: db, clock: o.clock, opts: o,
-		members:    map[peer.ID]*Member{},
-		tombstones: map[peer.ID]uint64{},
-		lastSent:   map[peer.ID]uint64{},
-		deliverH:   map[string]func(context.Context, peer.ID, []byte) error{},
-		evSignal:   make(chan struct{}, 1),
-		events:     make(chan MemberEvent, 256),
-		limiters:   map[peer.ID]*peerLimit{},
-		senders:    map[peer.ID]*senderSignals{},
-		inflight:   map[peer.ID]context.CancelFunc{},
-		start:      time.Now(),
+		members:      map[peer.ID]*Member{},
+		tombstones:   map[peer.ID]uint64{},
+		lastSent:     map[peer.ID]uint64{},
+		departed:     map[peer.ID]time.Time{},
+		adm:          newAdmission(cfg),
+		candidateSem: make(chan struct{}, candidateDials),
+		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
+		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
+		evSignal:     make(chan struct{}, 1),
+		events:       make(chan MemberEvent, 256),
+		limiters:     map[peer.ID]*peerLimit{},
+		senders:      map[peer.ID]*senderSignals{},
+		inflight:     map[peer.ID]context.CancelFunc{},
+		start:        time.Now(),
 	}
 	base := "/sou/" + cfg.Network
 	n.protoURLs = protocol.ID(base + "/urls/1.0.0")
@@ -550,28 +588,35 @@ func (n *Node) Stats() Stats {
 	members := len(n.members) + 1
 	n.mu.Unlock()
 	return Stats{
-		URLsForwarded:     n.st.urlsForwarded.Load(),
-		URLsReceived:      n.st.urlsReceived.Load(),
-		URLsReforwarded:   n.st.urlsReforwarded.Load(),
-		URLsDropped:       n.st.urlsDropped.Load(),
-		URLsInvalid:       n.st.urlsInvalid.Load(),
-		BatchesSent:       n.st.batchesSent.Load(),
-		BatchesReceived:   n.st.batchesReceived.Load(),
-		ForwardBytes:      n.st.forwardBytes.Load(),
-		ReceivedBytes:     n.st.receivedBytes.Load(),
-		MaxHopsSeen:       int(n.st.maxHops.Load()),
-		SendFailures:      n.st.sendFailures.Load(),
-		RejectedMessages:  n.st.rejected.Load(),
-		ThrottledMessages: n.st.throttledMessages.Load(),
-		ThrottleEvents:    n.st.throttleEvents.Load(),
-		ThrottledPeers:    throttled,
-		StreamsRefused:    n.st.streamsRefused.Load(),
-		StreamsTimedOut:   n.st.streamsTimedOut.Load(),
-		URLBatchesRefused: n.st.urlBatchesRefused.Load(),
-		ClaimsRefused:     n.st.claimsRefused.Load(),
-		GossipDrops:       n.st.gossip.total(),
-		OutboxDepth:       n.OutboxDepth(),
-		Members:           members,
+		URLsForwarded:        n.st.urlsForwarded.Load(),
+		URLsReceived:         n.st.urlsReceived.Load(),
+		URLsReforwarded:      n.st.urlsReforwarded.Load(),
+		URLsDropped:          n.st.urlsDropped.Load(),
+		URLsInvalid:          n.st.urlsInvalid.Load(),
+		BatchesSent:          n.st.batchesSent.Load(),
+		BatchesReceived:      n.st.batchesReceived.Load(),
+		ForwardBytes:         n.st.forwardBytes.Load(),
+		ReceivedBytes:        n.st.receivedBytes.Load(),
+		MaxHopsSeen:          int(n.st.maxHops.Load()),
+		SendFailures:         n.st.sendFailures.Load(),
+		RejectedMessages:     n.st.rejected.Load(),
+		ThrottledMessages:    n.st.throttledMessages.Load(),
+		ThrottleEvents:       n.st.throttleEvents.Load(),
+		ThrottledPeers:       throttled,
+		StreamsRefused:       n.st.streamsRefused.Load(),
+		StreamsTimedOut:      n.st.streamsTimedOut.Load(),
+		URLBatchesRefused:    n.st.urlBatchesRefused.Load(),
+		ClaimsRefused:        n.st.claimsRefused.Load(),
+		NonMemberStreams:     n.st.nonMemberStreams.Load(),
+		MembersRefused:       n.st.membersRefused.Load(),
+		HeartbeatsIgnored:    n.st.heartbeatsIgnored.Load(),
+		CandidateDialsFailed: n.st.candidateDialsFailed.Load(),
+		ClaimsThrottled:      n.st.claimsThrottled.Load(),
+		OutboxFull:           n.st.outboxFull.Load(),
+		SearchesRefused:      n.st.searchesRefused.Load(),
+		GossipDrops:          n.st.gossip.total(),
+		OutboxDepth:          n.OutboxDepth(),
+		Members:              members,
 	}
 }
 
@@ -753,7 +798,7 @@ func (n *Node) pruneLimiters() {
 	for p, l := range n.limiters {
 		// A debt of URL allowance (at most one batch) is long repaid after
 		// ten idle minutes, so forgetting the limiter forgives nothing.
-		if l.streams == 0 && l.lastUsed.Before(cutoff) && time.Now().After(l.throttledUntil) {
+		if l.streams == 0 && l.searches == 0 && l.lastUsed.Before(cutoff) && time.Now().After(l.throttledUntil) {
 			delete(n.limiters, p)
 		}
 	}
@@ -768,6 +813,17 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 	return func(s network.Stream) {
 		from := s.Conn().RemotePeer()
 		urls := s.Protocol() == n.protoURLs
+		if !n.isMember(from) {
+			// Refused before the frame is read or any per-peer state is
+			// made: an honest peer not admitted yet retries, a stranger
+			// gets nothing.
+			n.st.nonMemberStreams.Add(1)
+			if n.refusalLog.Allow() {
+				n.log.Warn("stream from a non-member refused", "peer", from, "protocol", s.Protocol(), "refused_so_far", n.st.nonMemberStreams.Load())
+			}
+			_ = s.Reset()
+			return
+		}
 		if !n.allow(from) {
 			_ = s.Reset()
 			return
@@ -783,7 +839,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 		defer stop()
 		msg, err := readFrame(bufio.NewReader(idleReader{s: s, idle: n.cfg.StreamIdleTimeout}), n.cfg.MaxMessageBytes)
 		if err != nil {
-			if errors.Is(err, errMalformed) {
+			if errors.Is(err, ErrMalformed) {
 				n.penalize(from, err)
 			} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 				n.st.streamsTimedOut.Add(1)
@@ -795,7 +851,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 		resp, err := handle(ctx, from, msg)
 		var out []byte
 		switch {
-		case errors.Is(err, errMalformed):
+		case errors.Is(err, ErrMalformed):
 			n.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
 			_ = s.Reset()
 			return

@@ -27,6 +27,10 @@ type URLRecord struct {
 // retries it from its outbox after a backoff.
 var errBusy = errors.New("busy: URL rate limit, retry later")
 
+// errOutboxFull refuses records for a peer whose outbox holds
+// MaxOutboxPerPeer records.
+var errOutboxFull = errors.New("outbox full")
+
 // ErrInvalidRecord marks records refused by Forward (too long, not UTF-8,
 // negative or non-finite cash...). The valid records of the same call are
 // still enqueued.
@@ -61,12 +65,14 @@ func parseOutboxKey(k []byte) (peer.ID, uint64, bool) {
 func (n *Node) loadOutboxState() error {
 	var count int64
 	var maxSeq uint64
+	perPeer := map[peer.ID]int{}
 	err := n.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(outboxPrefix)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			if _, seq, ok := parseOutboxKey(it.Item().Key()); ok {
+			if p, seq, ok := parseOutboxKey(it.Item().Key()); ok {
 				count++
+				perPeer[p]++
 				maxSeq = max(maxSeq, seq)
 			}
 		}
@@ -77,6 +83,9 @@ func (n *Node) loadOutboxState() error {
 	}
 	n.depth.Store(count)
 	n.seq.Store(maxSeq)
+	n.obMu.Lock()
+	n.obCount = perPeer
+	n.obMu.Unlock()
 	return nil
 }
 
@@ -139,7 +148,16 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 			}
 			continue
 		}
-		if err := n.appendOutbox(o, rs); err != nil {
+		if err := n.appendOutbox(o, rs); errors.Is(err, errOutboxFull) {
+			// Only a member silent for very long fills an outbox, and a
+			// silent member leaves the view, which re-routes its outbox:
+			// this node's own links to it are dropped rather than stall
+			// the crawl.
+			n.st.urlsDropped.Add(uint64(len(rs)))
+			if n.refusalLog.Allow() {
+				n.log.Warn("outbox full: dropping forwarded URLs", "peer", o, "records", len(rs), "cap", n.cfg.MaxOutboxPerPeer)
+			}
+		} else if err != nil {
 			return err
 		}
 	}
@@ -178,6 +196,22 @@ func (n *Node) appendOutbox(p peer.ID, recs []URLRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	n.obMu.Lock()
+	if n.obCount[p]+len(recs) > n.cfg.MaxOutboxPerPeer {
+		n.obMu.Unlock()
+		n.st.outboxFull.Add(uint64(len(recs)))
+		return fmt.Errorf("p2p: outbox of %s: %w (%d records)", p, errOutboxFull, n.cfg.MaxOutboxPerPeer)
+	}
+	n.obCount[p] += len(recs)
+	n.obMu.Unlock()
+	written := false
+	defer func() {
+		if !written {
+			n.obMu.Lock()
+			n.obCount[p] -= len(recs)
+			n.obMu.Unlock()
+		}
+	}()
 	txn := n.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	for _, r := range recs {
@@ -197,6 +231,7 @@ func (n *Node) appendOutbox(p peer.ID, recs []URLRecord) error {
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("p2p: persist outbox: %w", err)
 	}
+	written = true
 	n.depth.Add(int64(len(recs)))
 	n.kickSender(p)
 	return nil
@@ -323,6 +358,15 @@ func (n *Node) deleteKeys(keys [][]byte) error {
 		return fmt.Errorf("p2p: delete outbox records: %w", err)
 	}
 	n.depth.Add(-int64(len(keys)))
+	n.obMu.Lock()
+	for _, k := range keys {
+		if p, _, ok := parseOutboxKey(k); ok {
+			if n.obCount[p]--; n.obCount[p] <= 0 {
+				delete(n.obCount, p)
+			}
+		}
+	}
+	n.obMu.Unlock()
 	return nil
 }
 
@@ -495,6 +539,11 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 // way: each goes to the owner by this node's view, at most MaxHops hops
 // from its origin, and counts against the sender's allowance like the rest.
 func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
+	if n.opts.intakeGate != nil {
+		if err := n.opts.intakeGate(); err != nil {
+			return nil, err
+		}
+	}
 	if !n.urlAllowance(from) {
 		n.st.urlBatchesRefused.Add(1)
 		return nil, errBusy
@@ -544,7 +593,10 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 		}
 	}
 	for o, rs := range onward {
-		if err := n.appendOutbox(o, rs); err != nil {
+		if err := n.appendOutbox(o, rs); errors.Is(err, errOutboxFull) {
+			n.st.urlBatchesRefused.Add(1)
+			return nil, errBusy // the sender keeps the batch and retries
+		} else if err != nil {
 			return nil, err
 		}
 		n.st.urlsReforwarded.Add(uint64(len(rs)))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 )
 
 // ---- search ---------------------------------------------------------------------
@@ -51,6 +52,11 @@ func (n *Node) handleSearch(ctx context.Context, from peer.ID, msg []byte) ([]by
 	if err != nil {
 		return nil, err
 	}
+	if !n.acquireSearch(from) {
+		n.st.searchesRefused.Add(1)
+		return nil, errSearchBusy
+	}
+	defer n.releaseSearch(from)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -63,6 +69,29 @@ func (n *Node) handleSearch(ctx context.Context, from peer.ID, msg []byte) ([]by
 		return nil, errors.New("no search handler")
 	}
 	return h(ctx, from, req)
+}
+
+// errSearchBusy refuses a search request from a member that already has
+// MaxSearchesPerPeer under way here.
+var errSearchBusy = errors.New("busy: too many search requests under way from this peer")
+
+// acquireSearch admits one more search request from p unless p has
+// MaxSearchesPerPeer under way; releaseSearch undoes it.
+func (n *Node) acquireSearch(p peer.ID) bool {
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiterLocked(p)
+	if l.searches >= n.cfg.MaxSearchesPerPeer {
+		return false
+	}
+	l.searches++
+	return true
+}
+
+func (n *Node) releaseSearch(p peer.ID) {
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	n.limiterLocked(p).searches--
 }
 
 // ---- deliver --------------------------------------------------------------------
@@ -128,10 +157,11 @@ func (n *Node) handleDeliverDecoded(ctx context.Context, from peer.ID, topic str
 
 // ---- claims ----------------------------------------------------------------------
 
-// Claim keys: "p:c/<sha256(key), 32 bytes>" -> the winning value so far.
-// They are kept forever (a fingerprint stays claimed) and are not
-// replicated: if the member holding a claim leaves, the next-closest member
-// starts with no record of it, so a page may then be claimed twice.
+// Claim keys: "p:c/<sha256(key), 32 bytes>" -> the winning value so far,
+// kept for ClaimTTL after it was last written (Badger's TTL). Claims are
+// not replicated: if the member holding a claim leaves, or the claim
+// expires, the next claim starts afresh, so a page may then be claimed
+// twice (the coordinator still collapses duplicates at query time).
 const claimPrefix = "p:c/"
 
 // Claim registers value under key at the member closest to sha256(key)
@@ -213,8 +243,19 @@ func (n *Node) handleClaim(ctx context.Context, from peer.ID, msg []byte) ([]byt
 	}
 	if !n.Holds(origin, host) {
 		n.st.claimsRefused.Add(1)
-		n.log.Warn("claim refused: claimant does not hold the host", "origin", origin, "from", from, "host", host)
+		if n.refusalLog.Allow() {
+			n.log.Warn("claim refused: claimant does not hold the host", "origin", origin, "from", from, "host", host)
+		}
 		return nil, fmt.Errorf("claim refused: %s does not hold host %q", origin, host)
+	}
+	if n.opts.intakeGate != nil {
+		if err := n.opts.intakeGate(); err != nil {
+			return nil, fmt.Errorf("claim refused: %w", err)
+		}
+	}
+	if !n.allowClaim(origin) {
+		n.st.claimsThrottled.Add(1)
+		return nil, fmt.Errorf("claim refused: %s is over its claim rate", origin)
 	}
 	w, err := n.claim(ctx, c)
 	if err != nil {
@@ -248,10 +289,27 @@ func (n *Node) claimLocal(key []byte, value string) (string, error) {
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
-		return txn.Set(k, []byte(value))
+		e := badger.NewEntry(k, []byte(value))
+		if n.cfg.ClaimTTL > 0 {
+			e = e.WithTTL(n.cfg.ClaimTTL)
+		}
+		return txn.SetEntry(e)
 	})
 	if err != nil {
 		return "", fmt.Errorf("p2p: claim: %w", err)
 	}
 	return winner, nil
+}
+
+// allowClaim charges one claim to origin's allowance (ClaimRate,
+// ClaimBurst). Every hop charges it, so a flood is cut at the first.
+func (n *Node) allowClaim(origin peer.ID) bool {
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	l := n.limiterLocked(origin)
+	if l.claims == nil {
+		l.claims = rate.NewLimiter(n.cfg.ClaimRate, n.cfg.ClaimBurst)
+	}
+	l.lastUsed = time.Now()
+	return l.claims.Allow()
 }

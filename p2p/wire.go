@@ -42,12 +42,6 @@ const (
 	maxErrorBytes       = 1 << 10
 )
 
-var errMalformed = errors.New("malformed message")
-
-func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
-}
-
 // writeFrame writes one length-prefixed frame.
 func writeFrame(w io.Writer, payload []byte) error {
 	var hdr [binary.MaxVarintLen64]byte
@@ -91,87 +85,6 @@ func readFrame(r *bufio.Reader, max int) ([]byte, error) {
 	return buf, nil
 }
 
-// reader decodes untrusted bytes; the first error sticks and every later
-// read returns zero values, so decoders check err once at the end.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = malformed(format, args...)
-	}
-}
-
-func (r *reader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 1 {
-		r.fail("truncated")
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *reader) uvarint(max uint64, what string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad varint for %s", what)
-		return 0
-	}
-	r.b = r.b[n:]
-	if v > max {
-		r.fail("%s %d exceeds %d", what, v, max)
-		return 0
-	}
-	return v
-}
-
-func (r *reader) bytes(n int, what string) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n < 0 || len(r.b) < n {
-		r.fail("truncated %s", what)
-		return nil
-	}
-	out := r.b[:n:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) lenBytes(max int, what string) []byte {
-	n := r.uvarint(uint64(max), what+" length")
-	return r.bytes(int(n), what)
-}
-
-func (r *reader) u64(what string) uint64 {
-	b := r.bytes(8, what)
-	if b == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint64(b)
-}
-
-func (r *reader) done(what string) error {
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d trailing bytes after %s", len(r.b), what)
-	}
-	return r.err
-}
-
-func appendLenBytes(b, s []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
 // ---- URL batches ----------------------------------------------------------
 
 // validateRecord checks one record against the caps the decoder enforces,
@@ -213,11 +126,11 @@ func encodeURLBatch(recs []URLRecord) ([]byte, error) {
 		}
 		shared := commonPrefix(prev, r.URL)
 		body = binary.AppendUvarint(body, uint64(shared))
-		body = appendLenBytes(body, []byte(r.URL[shared:]))
+		body = AppendLenBytes(body, []byte(r.URL[shared:]))
 		prev = r.URL
 	}
 	for _, r := range sorted {
-		body = appendLenBytes(body, []byte(r.Anchor))
+		body = AppendLenBytes(body, []byte(r.Anchor))
 	}
 	prevSrc := ""
 	for i, r := range sorted {
@@ -281,24 +194,24 @@ func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
 	if len(body) > maxBytes {
 		return nil, malformed("url batch inflates beyond %d bytes", maxBytes)
 	}
-	r := &reader{b: body}
+	r := NewDecoder(body)
 	// Each record needs at least 12 body bytes (prefix, suffix length,
 	// anchor length, source marker, 8 bytes cash, depth, hops minus the
 	// suffix), which bounds the count before anything is allocated.
-	n := int(r.uvarint(maxBatchRecords, "record count"))
-	if r.err == nil && n*12 > len(r.b) {
+	n := int(r.Uvarint(maxBatchRecords, "record count"))
+	if r.Err() == nil && n*12 > len(r.Rest()) {
 		return nil, malformed("record count %d larger than body", n)
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err() != nil {
+		return nil, r.Err()
 	}
 	recs := make([]URLRecord, n)
 	prev := ""
 	for i := range recs {
-		shared := int(r.uvarint(uint64(len(prev)), "shared prefix"))
-		suffix := r.lenBytes(maxURLBytes, "url suffix")
-		if r.err != nil {
-			return nil, r.err
+		shared := int(r.Uvarint(uint64(len(prev)), "shared prefix"))
+		suffix := r.LenBytes(maxURLBytes, "url suffix")
+		if r.Err() != nil {
+			return nil, r.Err()
 		}
 		u := prev[:shared] + string(suffix)
 		if u == "" || len(u) > maxURLBytes {
@@ -308,31 +221,31 @@ func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
 		prev = u
 	}
 	for i := range recs {
-		recs[i].Anchor = string(r.lenBytes(maxAnchorBytes, "anchor"))
+		recs[i].Anchor = string(r.LenBytes(maxAnchorBytes, "anchor"))
 	}
 	prevSrc := ""
 	for i := range recs {
-		tag := r.uvarint(maxSourceHostBytes+1, "source host")
+		tag := r.Uvarint(maxSourceHostBytes+1, "source host")
 		if tag == 0 {
 			if i == 0 {
-				r.fail("first source host refers to a previous one")
+				r.Fail("first source host refers to a previous one")
 			}
 			recs[i].SourceHost = prevSrc
 			continue
 		}
-		prevSrc = string(r.bytes(int(tag-1), "source host"))
+		prevSrc = string(r.Bytes(int(tag-1), "source host"))
 		recs[i].SourceHost = prevSrc
 	}
 	for i := range recs {
-		recs[i].Cash = math.Float64frombits(r.u64("cash"))
+		recs[i].Cash = math.Float64frombits(r.U64("cash"))
 	}
 	for i := range recs {
-		recs[i].Depth = int(r.uvarint(maxDepth, "depth"))
+		recs[i].Depth = int(r.Uvarint(maxDepth, "depth"))
 	}
 	for i := range recs {
-		recs[i].Hops = int(r.byte())
+		recs[i].Hops = int(r.Byte())
 	}
-	if err := r.done("url batch"); err != nil {
+	if err := r.Done("url batch"); err != nil {
 		return nil, err
 	}
 	for _, rec := range recs {
@@ -347,9 +260,9 @@ func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
 // per batch on the wire).
 func encodeOutboxRecord(r URLRecord) []byte {
 	b := []byte{wireVersion}
-	b = appendLenBytes(b, []byte(r.URL))
-	b = appendLenBytes(b, []byte(r.Anchor))
-	b = appendLenBytes(b, []byte(r.SourceHost))
+	b = AppendLenBytes(b, []byte(r.URL))
+	b = AppendLenBytes(b, []byte(r.Anchor))
+	b = AppendLenBytes(b, []byte(r.SourceHost))
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Cash))
 	b = binary.AppendUvarint(b, uint64(r.Depth))
 	b = binary.AppendUvarint(b, uint64(r.Hops))
@@ -357,18 +270,18 @@ func encodeOutboxRecord(r URLRecord) []byte {
 }
 
 func decodeOutboxRecord(b []byte) (URLRecord, error) {
-	r := &reader{b: b}
-	if v := r.byte(); r.err == nil && v != wireVersion {
+	r := NewDecoder(b)
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return URLRecord{}, malformed("outbox record version %d", v)
 	}
 	var rec URLRecord
-	rec.URL = string(r.lenBytes(maxURLBytes, "url"))
-	rec.Anchor = string(r.lenBytes(maxAnchorBytes, "anchor"))
-	rec.SourceHost = string(r.lenBytes(maxSourceHostBytes, "source host"))
-	rec.Cash = math.Float64frombits(r.u64("cash"))
-	rec.Depth = int(r.uvarint(maxDepth, "depth"))
-	rec.Hops = int(r.uvarint(255, "hops"))
-	if err := r.done("outbox record"); err != nil {
+	rec.URL = string(r.LenBytes(maxURLBytes, "url"))
+	rec.Anchor = string(r.LenBytes(maxAnchorBytes, "anchor"))
+	rec.SourceHost = string(r.LenBytes(maxSourceHostBytes, "source host"))
+	rec.Cash = math.Float64frombits(r.U64("cash"))
+	rec.Depth = int(r.Uvarint(maxDepth, "depth"))
+	rec.Hops = int(r.Uvarint(255, "hops"))
+	if err := r.Done("outbox record"); err != nil {
 		return URLRecord{}, err
 	}
 	if err := validateRecord(rec); err != nil {
@@ -392,21 +305,21 @@ func encodeResponse(status byte, body []byte) []byte {
 }
 
 func decodeResponse(b []byte) (status byte, body []byte, err error) {
-	r := &reader{b: b}
-	if v := r.byte(); r.err == nil && v != wireVersion {
+	r := NewDecoder(b)
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return 0, nil, malformed("response version %d", v)
 	}
-	status = r.byte()
-	if r.err != nil {
-		return 0, nil, r.err
+	status = r.Byte()
+	if r.Err() != nil {
+		return 0, nil, r.Err()
 	}
 	if status != statusOK && status != statusError {
 		return 0, nil, malformed("response status %d", status)
 	}
-	if status == statusError && len(r.b) > maxErrorBytes {
-		return 0, nil, malformed("error text of %d bytes", len(r.b))
+	if status == statusError && len(r.Rest()) > maxErrorBytes {
+		return 0, nil, malformed("error text of %d bytes", len(r.Rest()))
 	}
-	return status, r.b, nil
+	return status, r.Rest(), nil
 }
 
 // ---- heartbeat ----------------------------------------------------------------
@@ -441,7 +354,7 @@ func encodeHeartbeat(h heartbeat) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(addrs)))
 	for _, a := range addrs {
-		b = appendLenBytes(b, a.Bytes())
+		b = AppendLenBytes(b, a.Bytes())
 	}
 	b = binary.AppendUvarint(b, h.Load.Pages)
 	b = binary.AppendUvarint(b, h.Load.Frontier)
@@ -451,35 +364,35 @@ func encodeHeartbeat(h heartbeat) []byte {
 }
 
 func decodeHeartbeat(b []byte) (heartbeat, error) {
-	r := &reader{b: b}
-	if v := r.byte(); r.err == nil && v != wireVersion {
+	r := NewDecoder(b)
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return heartbeat{}, malformed("heartbeat version %d", v)
 	}
 	var h heartbeat
-	flags := r.byte()
+	flags := r.Byte()
 	if flags&^1 != 0 {
-		r.fail("heartbeat flags %#x", flags)
+		r.Fail("heartbeat flags %#x", flags)
 	}
 	h.Leaving = flags&1 != 0
-	h.SentMs = r.uvarint(math.MaxInt64, "timestamp")
-	n := int(r.uvarint(maxAddrs, "address count"))
-	for i := 0; i < n && r.err == nil; i++ {
-		raw := r.lenBytes(maxAddrBytes, "address")
-		if r.err != nil {
+	h.SentMs = r.Uvarint(math.MaxInt64, "timestamp")
+	n := int(r.Uvarint(maxAddrs, "address count"))
+	for i := 0; i < n && r.Err() == nil; i++ {
+		raw := r.LenBytes(maxAddrBytes, "address")
+		if r.Err() != nil {
 			break
 		}
 		a, err := ma.NewMultiaddrBytes(raw)
 		if err != nil {
-			r.fail("address: %v", err)
+			r.Fail("address: %v", err)
 			break
 		}
 		h.Addrs = append(h.Addrs, a)
 	}
-	h.Load.Pages = r.uvarint(math.MaxUint64, "pages")
-	h.Load.Frontier = r.uvarint(math.MaxUint64, "frontier")
-	h.Load.Hosts = r.uvarint(math.MaxUint64, "hosts")
-	h.Load.OutboxDepth = r.uvarint(math.MaxUint64, "outbox depth")
-	if err := r.done("heartbeat"); err != nil {
+	h.Load.Pages = r.Uvarint(math.MaxUint64, "pages")
+	h.Load.Frontier = r.Uvarint(math.MaxUint64, "frontier")
+	h.Load.Hosts = r.Uvarint(math.MaxUint64, "hosts")
+	h.Load.OutboxDepth = r.Uvarint(math.MaxUint64, "outbox depth")
+	if err := r.Done("heartbeat"); err != nil {
 		return heartbeat{}, err
 	}
 	return h, nil
@@ -489,23 +402,23 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 
 func encodeDeliver(topic string, payload []byte) []byte {
 	b := []byte{wireVersion}
-	b = appendLenBytes(b, []byte(topic))
+	b = AppendLenBytes(b, []byte(topic))
 	return append(b, payload...)
 }
 
 func decodeDeliver(b []byte) (topic string, payload []byte, err error) {
-	r := &reader{b: b}
-	if v := r.byte(); r.err == nil && v != wireVersion {
+	r := NewDecoder(b)
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return "", nil, malformed("deliver version %d", v)
 	}
-	t := r.lenBytes(maxTopicBytes, "topic")
-	if r.err != nil {
-		return "", nil, r.err
+	t := r.LenBytes(maxTopicBytes, "topic")
+	if r.Err() != nil {
+		return "", nil, r.Err()
 	}
 	if len(t) == 0 || !utf8.Valid(t) {
 		return "", nil, malformed("bad topic")
 	}
-	return string(t), r.b, nil
+	return string(t), r.Rest(), nil
 }
 
 // ---- claim ----------------------------------------------------------------------
@@ -524,25 +437,25 @@ type claimRequest struct {
 
 func encodeClaim(c claimRequest) []byte {
 	b := []byte{wireVersion, byte(c.Hops)}
-	b = appendLenBytes(b, c.Key)
-	b = appendLenBytes(b, []byte(c.Value))
-	b = appendLenBytes(b, c.PubKey)
-	b = appendLenBytes(b, c.Sig)
+	b = AppendLenBytes(b, c.Key)
+	b = AppendLenBytes(b, []byte(c.Value))
+	b = AppendLenBytes(b, c.PubKey)
+	b = AppendLenBytes(b, c.Sig)
 	return b
 }
 
 func decodeClaim(b []byte) (claimRequest, error) {
-	r := &reader{b: b}
-	if v := r.byte(); r.err == nil && v != wireVersion {
+	r := NewDecoder(b)
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return claimRequest{}, malformed("claim version %d", v)
 	}
 	var c claimRequest
-	c.Hops = int(r.byte())
-	c.Key = r.lenBytes(maxClaimKeyBytes, "claim key")
-	c.Value = string(r.lenBytes(maxClaimValueBytes, "claim value"))
-	c.PubKey = r.lenBytes(maxClaimPubKeyBytes, "claim public key")
-	c.Sig = r.lenBytes(maxClaimSigBytes, "claim signature")
-	if err := r.done("claim"); err != nil {
+	c.Hops = int(r.Byte())
+	c.Key = r.LenBytes(maxClaimKeyBytes, "claim key")
+	c.Value = string(r.LenBytes(maxClaimValueBytes, "claim value"))
+	c.PubKey = r.LenBytes(maxClaimPubKeyBytes, "claim public key")
+	c.Sig = r.LenBytes(maxClaimSigBytes, "claim signature")
+	if err := r.Done("claim"); err != nil {
 		return claimRequest{}, err
 	}
 	if len(c.Key) == 0 {
@@ -555,8 +468,8 @@ func decodeClaim(b []byte) (claimRequest, error) {
 // the network (a claim is not valid in another network), key and value.
 func claimSigningBytes(network string, key []byte, value string) []byte {
 	b := []byte("sou/claim/1\x00")
-	b = appendLenBytes(b, []byte(network))
-	b = appendLenBytes(b, key)
+	b = AppendLenBytes(b, []byte(network))
+	b = AppendLenBytes(b, key)
 	return append(b, value...)
 }
 
@@ -612,13 +525,13 @@ func encodeSearchRequest(timeout time.Duration, payload []byte) []byte {
 }
 
 func decodeSearchRequest(b []byte) (time.Duration, []byte, error) {
-	r := &reader{b: b}
-	if v := r.byte(); r.err == nil && v != wireVersion {
+	r := NewDecoder(b)
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return 0, nil, malformed("search request version %d", v)
 	}
-	ms := r.uvarint(uint64(maxSearchTimeout.Milliseconds()), "timeout")
-	if r.err != nil {
-		return 0, nil, r.err
+	ms := r.Uvarint(uint64(maxSearchTimeout.Milliseconds()), "timeout")
+	if r.Err() != nil {
+		return 0, nil, r.Err()
 	}
-	return time.Duration(ms) * time.Millisecond, r.b, nil
+	return time.Duration(ms) * time.Millisecond, r.Rest(), nil
 }

@@ -129,8 +129,8 @@ func TestDecodersRejectGarbage(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.decode(c.in)
-			if !errors.Is(err, errMalformed) {
-				t.Fatalf("want errMalformed, got %v", err)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("want ErrMalformed, got %v", err)
 			}
 		})
 	}
@@ -143,7 +143,7 @@ func TestFrameCap(t *testing.T) {
 	if err := writeFrame(&buf, make([]byte, 2000)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readFrame(bufio.NewReader(&buf), 1000); !errors.Is(err, errMalformed) {
+	if _, err := readFrame(bufio.NewReader(&buf), 1000); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("oversized frame: %v", err)
 	}
 }

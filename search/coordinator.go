@@ -208,7 +208,10 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	want := req.Page*req.N + c.cfg.ShardK
-	answers, cov := c.scatter(ctx, q, want, req.Page*req.N)
+	// A shard makes snippets for its own top page·n, but for at most one
+	// page's worth: on a deep page the rest come in the second round, so
+	// that no request makes a shard build thousands of snippets.
+	answers, cov := c.scatter(ctx, q, want, min(req.Page*req.N, MaxResultsPerPage))
 
 	// Sum collection statistics into global ones, then rescore every
 	// candidate with them: a document's score no longer depends on which
@@ -594,8 +597,8 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 	if w.K < 1 || w.K > MaxPage*MaxResultsPerPage+1000 {
 		return shardRequest{}, fmt.Errorf("shard request k=%d out of range", w.K)
 	}
-	if w.S < 0 || w.S > w.K {
-		return shardRequest{}, fmt.Errorf("shard request s=%d out of range 0..%d", w.S, w.K)
+	if w.S < 0 || w.S > min(w.K, MaxResultsPerPage) {
+		return shardRequest{}, fmt.Errorf("shard request s=%d out of range 0..%d", w.S, min(w.K, MaxResultsPerPage))
 	}
 	if len(w.U) > MaxResultsPerPage {
 		return shardRequest{}, fmt.Errorf("snippet request for %d pages, at most %d", len(w.U), MaxResultsPerPage)

@@ -65,8 +65,10 @@
 // A coordinator asks every shard for page·n + ShardK candidates but shows
 // page·n, and a snippet (decompressing the page's record and scanning up
 // to 512 KB of its text) is most of a candidate's cost on long pages. So
-// the shard request carries S = page·n: a shard makes snippets for its own
-// top S only and marks the rest NoSnippet (Local.SearchSnippets). A result
+// the shard request carries S = page·n, at most MaxResultsPerPage (a
+// request for a deep page must not make every shard build thousands of
+// snippets): a shard makes snippets for its own top S only and marks the
+// rest NoSnippet (Local.SearchSnippets). A result
 // on the final page that global rescoring promoted from below its shard's
 // top S gets its snippet from a second request to that shard (the request
 // with U = its URLs, answered by Local.Snippets; one request per shard, in

@@ -70,6 +70,7 @@ func newNodeCmd() *cobra.Command {
 	f.IntVar(&cfg.MaxPagesPerHost, "max-pages-per-host", 0, "page budget per host (0 = unlimited)")
 	f.Uint64Var(&minFreeMB, "min-free-disk-mb", minFreeMB, "stop crawling and taking in data while the data directory's disk has less free space than this (0 = never)")
 	f.Uint64Var(&memLimitMB, "memory-limit-mb", memLimitMB, "soft limit of the Go heap and runtime, in MiB: the garbage collector works harder near it (0 = none; the GOMEMLIMIT environment variable wins)")
+	f.StringVar(&cfg.Sync, "sync", cfg.Sync, "what is flushed to disk before it counts as stored: acked (what peers delivered, before it is acknowledged), always (every write) or none")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

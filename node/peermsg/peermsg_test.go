@@ -1,0 +1,148 @@
+package peermsg
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"sou/crawl"
+	"sou/index"
+	"sou/p2p"
+)
+
+func sampleDoc() *index.Document {
+	return &index.Document{
+		URL: "http://a.test/x.html", Host: "a.test", Title: "标题 title", Headings: []string{"h1", "第二"},
+		Body: "body text 正文", Lang: "zh", Status: 200, FetchedAt: time.Unix(1700000000, 123).UTC(),
+		ContentType: "text/html", Charset: "gbk", Header: map[string][]string{"Content-Type": {"text/html; charset=gbk"}},
+		Raw: []byte("<html>\xb1\xea</html>"), StaticRank: 0.25, ContentHash: [16]byte{1, 2, 3}, SimHash: 0xdeadbeef,
+	}
+}
+
+func samplePages() *Pages {
+	return &Pages{
+		Docs:     []*index.Document{sampleDoc(), {URL: "http://a.test/", Host: "a.test"}},
+		Fetched:  []Fetched{{Host: "a.test", URL: "http://a.test/gone"}},
+		Anchors:  map[string][]string{"http://a.test/x.html": {"see x", "x"}},
+		Sitemaps: []Sitemap{{Host: "a.test", URL: "http://a.test/sitemap.xml", Listed: []string{"http://a.test/y"}, Children: []string{"http://a.test/s2.xml"}}},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	pages := samplePages()
+	b, err := EncodePages(pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodePages(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range got.Docs {
+		d.FetchedAt = d.FetchedAt.UTC()
+	}
+	if !reflect.DeepEqual(got, pages) {
+		t.Fatalf("pages round trip:\n got %+v\nwant %+v", got, pages)
+	}
+	m := Manifest{Hosts: []string{"a.test", "b.test:8080"}}
+	if got, err := DecodeManifest(EncodeManifest(m)); err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("manifest round trip: %+v, %v", got, err)
+	}
+	pl := Pull{Host: "a.test", Have: []uint64{1, 1 << 63}}
+	if got, err := DecodePull(EncodePull(pl)); err != nil || !reflect.DeepEqual(got, pl) {
+		t.Fatalf("pull round trip: %+v, %v", got, err)
+	}
+	e := &crawl.HostExport{Host: "a.test", State: []byte("state"), Robots: []byte("{}"), URLs: [][]byte{[]byte("u1"), []byte("u2")}}
+	if got, err := DecodeHostState(EncodeHostState(e)); err != nil || !reflect.DeepEqual(got, e) {
+		t.Fatalf("host state round trip: %+v, %v", got, err)
+	}
+	s := pages.Sitemaps[0]
+	if got, err := DecodeSitemap(EncodeSitemap(s)); err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("sitemap round trip: %+v, %v", got, err)
+	}
+}
+
+// TestEncodeRefusesWhatPeersRefuse: a sender never produces a payload its
+// peers' decoders reject.
+func TestEncodeRefusesWhatPeersRefuse(t *testing.T) {
+	for name, mutate := range map[string]func(d *index.Document){
+		"raw":    func(d *index.Document) { d.Raw = make([]byte, MaxRawBytes+1) },
+		"title":  func(d *index.Document) { d.Title = strings.Repeat("t", maxTitleBytes+1) },
+		"rank":   func(d *index.Document) { d.StaticRank = -1 },
+		"status": func(d *index.Document) { d.Status = 1000 },
+		"url":    func(d *index.Document) { d.URL = "" },
+	} {
+		d := sampleDoc()
+		mutate(d)
+		if _, err := EncodePages(&Pages{Docs: []*index.Document{d}}); err == nil {
+			t.Errorf("%s: encoded a document over its caps", name)
+		}
+	}
+}
+
+// lie builds a payload that announces count items of which none follows.
+func lie(prefix []byte, count uint64) []byte {
+	return binary.AppendUvarint(append([]byte{version}, prefix...), count)
+}
+
+// TestLyingCountsCostNothing: counts that the remaining bytes cannot hold
+// are refused before anything is allocated for them (a gob decoder
+// allocated a map of whatever size the wire announced).
+func TestLyingCountsCostNothing(t *testing.T) {
+	cases := []struct {
+		name   string
+		decode func([]byte) error
+		msg    []byte
+	}{
+		{"pages", func(b []byte) error { _, err := DecodePages(b); return err }, lie(nil, MaxDocs)},
+		{"markers", func(b []byte) error { _, err := DecodePages(b); return err }, lie([]byte{0}, MaxMarkers)},
+		{"anchors", func(b []byte) error { _, err := DecodePages(b); return err }, lie([]byte{0, 0}, MaxAnchorURLs)},
+		{"anchors over cap", func(b []byte) error { _, err := DecodePages(b); return err }, lie([]byte{0, 0}, 4_000_000)},
+		{"manifest", func(b []byte) error { _, err := DecodeManifest(b); return err }, lie(nil, MaxManifestHosts)},
+		{"pull", func(b []byte) error { _, err := DecodePull(b); return err }, lie([]byte{1, 'a'}, MaxPullHave)},
+		{"host state", func(b []byte) error { _, err := DecodeHostState(b); return err }, lie([]byte{1, 'a', 0, 0}, MaxHostURLs)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := c.decode(c.msg)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, p2p.ErrMalformed) {
+				t.Fatalf("want a malformed error, got %v", err)
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+				t.Fatalf("refusing a %d-byte lie allocated %d bytes", len(c.msg), grew)
+			}
+		})
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	good, err := EncodePages(samplePages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]byte{
+		"empty":         nil,
+		"version":       append([]byte{9}, good[1:]...),
+		"truncated":     good[:len(good)-1],
+		"trailing":      append(bytes.Clone(good), 0),
+		"invalid utf-8": EncodeManifest(Manifest{Hosts: []string{"\xff"}}),
+	}
+	for name, b := range cases {
+		_, err1 := DecodePages(b)
+		_, err2 := DecodeManifest(b)
+		if name == "invalid utf-8" {
+			err1 = err2
+		}
+		if !errors.Is(err1, p2p.ErrMalformed) {
+			t.Errorf("%s: want malformed, got %v", name, err1)
+		}
+	}
+}

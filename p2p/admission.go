@@ -1,0 +1,162 @@
+package p2p
+
+import (
+	"context"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
+
+// Admission: which heartbeat origins become members.
+//
+// A heartbeat proves only that someone holds the origin's private key; it
+// says nothing of whether a node runs behind it. A peer could relay
+// heartbeats signed by thousands of generated keys and each would become a
+// member that owns hosts it never crawls. So an origin is admitted only
+// while this node has a live connection to it: libp2p's security handshake
+// authenticated the peer ID at the other end, so the member is tied to a
+// running host that answers for its key. An origin heard but not connected
+// is a candidate: this node dials the addresses its heartbeat announced
+// (at most candidateDials at once, each candidate again after
+// candidateRedial), and admits it once the dial succeeds. A generated key
+// with no host behind it is never admitted, and it costs a bounded entry
+// (maxCandidates, forgotten after MemberTimeout of silence) and one
+// failed dial.
+//
+// Admissions are further bounded by Config.MaxMembers and by a join rate
+// (Config.JoinRate, JoinBurst): an attacker who runs many real hosts can
+// still join with each, up to those bounds (the Sybil limit; RELIABILITY.md
+// says what a PSK adds).
+
+const (
+	// candidateDials caps the dials to candidates under way at once.
+	candidateDials = 4
+	// candidateRedial is how long a candidate waits before being dialled
+	// again after a failed dial.
+	candidateRedial = 10 * time.Second
+)
+
+// candidate is an origin heard from but not admitted.
+type candidate struct {
+	hb       heartbeat
+	heard    time.Time // last heartbeat
+	dialedAt time.Time
+}
+
+// admission holds the candidates and the join limiter; Node.mu guards it.
+type admission struct {
+	maxMembers    int
+	maxCandidates int
+	joins         *rate.Limiter
+	candidates    map[peer.ID]*candidate
+}
+
+func newAdmission(cfg Config) *admission {
+	return &admission{
+		maxMembers:    cfg.MaxMembers,
+		maxCandidates: max(64, cfg.MaxMembers/4),
+		joins:         rate.NewLimiter(cfg.JoinRate, cfg.JoinBurst),
+		candidates:    map[peer.ID]*candidate{},
+	}
+}
+
+type verdict int
+
+const (
+	admitted  verdict = iota + 1
+	candidacy         // not connected: held as a candidate, to be dialled
+	refused           // no room (member cap, join rate, candidate cap)
+)
+
+// decide judges the heartbeat of an origin that is not a member. members
+// is the current member count (this node excluded).
+func (a *admission) decide(from peer.ID, hb heartbeat, connected bool, members int, now time.Time) verdict {
+	if !connected {
+		c := a.candidates[from]
+		if c == nil {
+			if len(a.candidates) >= a.maxCandidates {
+				return refused
+			}
+			c = &candidate{}
+			a.candidates[from] = c
+		}
+		c.hb, c.heard = hb, now
+		return candidacy
+	}
+	if members >= a.maxMembers || !a.joins.AllowN(now, 1) {
+		return refused
+	}
+	delete(a.candidates, from)
+	return admitted
+}
+
+// dialDue reports whether candidate p should be dialled now, and marks it
+// dialled.
+func (a *admission) dialDue(p peer.ID, now time.Time) bool {
+	c := a.candidates[p]
+	if c == nil || now.Sub(c.dialedAt) < candidateRedial {
+		return false
+	}
+	c.dialedAt = now
+	return true
+}
+
+// known reports whether p is a candidate; heartbeats from origins that are
+// neither members nor candidates are dropped before any per-origin state
+// is made for them once the candidate list is full.
+func (a *admission) known(p peer.ID) bool { _, ok := a.candidates[p]; return ok }
+
+func (a *admission) full() bool { return len(a.candidates) >= a.maxCandidates }
+
+// expire forgets candidates silent for longer than timeout and returns
+// those due for another dial.
+func (a *admission) expire(now time.Time, timeout time.Duration) (redial []peer.ID) {
+	for p, c := range a.candidates {
+		switch {
+		case now.Sub(c.heard) > timeout:
+			delete(a.candidates, p)
+		case now.Sub(c.dialedAt) >= candidateRedial:
+			redial = append(redial, p)
+		}
+	}
+	return redial
+}
+
+// confirmCandidate dials candidate p at the addresses its heartbeat gave
+// and admits it if the dial succeeds (onHeartbeat sees it connected).
+func (n *Node) confirmCandidate(p peer.ID) {
+	n.mu.Lock()
+	due := n.adm.dialDue(p, n.clock.Now())
+	var hb heartbeat
+	if c := n.adm.candidates[p]; c != nil {
+		hb = c.hb
+	}
+	n.mu.Unlock()
+	if !due {
+		return
+	}
+	select {
+	case n.candidateSem <- struct{}{}:
+	default:
+		n.mu.Lock()
+		if c := n.adm.candidates[p]; c != nil {
+			c.dialedAt = time.Time{} // no dial slot: try again at the next maintenance tick
+		}
+		n.mu.Unlock()
+		return
+	}
+	n.goLoop(func() {
+		defer func() { <-n.candidateSem }()
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		err := n.h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: hb.Addrs})
+		if err != nil || n.h.Network().Connectedness(p) != network.Connected {
+			n.st.candidateDialsFailed.Add(1)
+			n.log.Debug("candidate member not reachable at its announced addresses", "peer", p, "err", err)
+			return
+		}
+		n.onHeartbeat(p, hb)
+	})
+}
