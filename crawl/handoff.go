@@ -27,6 +27,10 @@ type HostExport struct {
 // maxImportRecord caps one record from a peer.
 const maxImportRecord = 64 << 10
 
+// maxImportedWait caps how far ahead an imported host record may set the
+// host's next request.
+const maxImportedWait = time.Hour
+
 // ExportHost snapshots the frontier, URL-seen set and host state of host.
 // Responses of the host still in the processing queue are not exported:
 // they are processed (and stored) here, and the node hands the stored pages
@@ -128,7 +132,10 @@ func (c *Crawler) ImportHost(ctx context.Context, e *HostExport) error {
 	h.dropped = false
 	if hostRec != nil {
 		h.rec.Fetched = max(h.rec.Fetched, hostRec.Fetched)
-		h.rec.NextAllowed = max(h.rec.NextAllowed, hostRec.NextAllowed)
+		// A peer's word on when the host may be asked next is capped: an
+		// honest old owner's is at most a Retry-After away, a forged one
+		// could park the host for years.
+		h.rec.NextAllowed = max(h.rec.NextAllowed, min(hostRec.NextAllowed, time.Now().Add(maxImportedWait).UnixNano()))
 		h.rec.SitemapsDone = h.rec.SitemapsDone || hostRec.SitemapsDone
 		mergeSitemapProgress(&h.rec, hostRec.SitemapsRead, hostRec.SitemapsPending, c.cfg.Robots.MaxSitemapsPerHost)
 	}

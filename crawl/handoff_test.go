@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -122,6 +123,19 @@ func TestHandoffExportImportDrop(t *testing.T) {
 		if err := b.ImportHost(t.Context(), e); err == nil {
 			t.Errorf("bad import %d accepted", i)
 		}
+	}
+
+	// A forged host record cannot park the host: its next request is at
+	// most maxImportedWait away.
+	forged := hostRecord{NextAllowed: time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()}
+	if err := b.ImportHost(t.Context(), &HostExport{Host: "parked.test", State: forged.encode()}); err != nil {
+		t.Fatal(err)
+	}
+	b.front.mu.Lock()
+	next := time.Unix(0, b.front.hosts["parked.test"].rec.NextAllowed)
+	b.front.mu.Unlock()
+	if next.After(time.Now().Add(maxImportedWait)) {
+		t.Fatalf("imported next request at %v, more than %v away", next, maxImportedWait)
 	}
 
 	if err := a.DropHost(t.Context(), "move.test"); err != nil {

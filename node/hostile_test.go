@@ -21,6 +21,7 @@ import (
 	"sou/index"
 	"sou/node/peermsg"
 	"sou/p2p"
+	"sou/testnet/attack"
 )
 
 // threeNodes starts three connected nodes and waits until each sees all.
@@ -204,63 +205,6 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	}
 }
 
-// gobBomb is the 2026 reproduction of the gob allocation attack: a gob
-// stream of a struct shaped like the replica message whose Anchors map
-// announces claimed entries, about a hundred bytes on the wire. gob sizes
-// the map from the announced count before reading any entry.
-func gobBomb(t *testing.T, claimed uint64) []byte {
-	t.Helper()
-	type pagesMsg struct{ Anchors map[string][]string }
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(pagesMsg{Anchors: map[string][]string{"k": {"v"}}}); err != nil {
-		t.Fatal(err)
-	}
-	// Messages, each a gob uint length then the body: type definitions,
-	// then the value. Patch the map's count in the value.
-	var msgs [][]byte
-	for rest := buf.Bytes(); len(rest) > 0; {
-		l, n := gobUint(rest)
-		msgs = append(msgs, rest[n:n+int(l)])
-		rest = rest[n+int(l):]
-	}
-	value := msgs[len(msgs)-1]
-	at := bytes.Index(value, []byte{1, 1, 'k'}) // count 1, key length 1, "k"
-	if at < 0 {
-		t.Fatal("map count not found in the gob stream")
-	}
-	msgs[len(msgs)-1] = append(append(append([]byte{}, value[:at]...), appendGobUint(nil, claimed)...), value[at+1:]...)
-	var out []byte
-	for _, m := range msgs {
-		out = append(appendGobUint(out, uint64(len(m))), m...)
-	}
-	return out
-}
-
-func gobUint(b []byte) (uint64, int) {
-	if b[0] < 0x80 {
-		return uint64(b[0]), 1
-	}
-	n := int(-int8(b[0]))
-	var v uint64
-	for _, c := range b[1 : 1+n] {
-		v = v<<8 | uint64(c)
-	}
-	return v, 1 + n
-}
-
-func appendGobUint(b []byte, v uint64) []byte {
-	if v < 0x80 {
-		return append(b, byte(v))
-	}
-	var be [8]byte
-	binary.BigEndian.PutUint64(be[:], v)
-	i := 0
-	for be[i] == 0 {
-		i++
-	}
-	return append(append(b, byte(-int8(8-i))), be[i:]...)
-}
-
 // TestGobBombRefused replays the memory attack against a live node: a
 // peer sends one deliver frame of about a hundred bytes on the replica
 // topic whose gob payload announces millions of anchor entries. With gob
@@ -274,7 +218,7 @@ func TestGobBombRefused(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	victim, _ := runNode(t, cfg)
-	bomb := gobBomb(t, 4_000_000)
+	bomb := attack.GobBomb(4_000_000)
 	var old struct{ Anchors map[string][]string }
 	if err := gob.NewDecoder(bytes.NewReader(bomb)).Decode(&old); err == nil {
 		t.Fatal("the crafted gob stream decodes: it would not have made gob allocate")

@@ -308,19 +308,31 @@ type BadURLsError struct{ Bad []string }
 func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad, "; ") }
 
 // receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
-// what we do not own, so everything here is ours.
-func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord) error {
+// what we do not own, so everything here is ours. A link its sender found
+// itself (Hops 0) must come from a page of a host the sender holds: a
+// member cannot put words in the mouth of hosts it does not crawl, as
+// links to this node's hosts or as their anchor text. Records passed on
+// by members on the way (Hops > 0) are taken as they come.
+func (n *Node) receiveURLs(ctx context.Context, from p2pPeer, recs []p2p.URLRecord) error {
 	if err := n.intakeOK(); err != nil {
 		return err // the sender keeps the batch in its outbox
 	}
 	ds := make([]crawl.Discovered, 0, len(recs))
 	anchors := map[string][]string{}
+	members := n.memberIDs()
+	refused := 0
 	for _, r := range recs {
+		if r.Hops == 0 && r.SourceHost != "" && from != n.net.ID() &&
+			rank(members, r.SourceHost, n.net.ReplicationFactor()+1, from) < 0 {
+			refused++
+			continue
+		}
 		ds = append(ds, crawl.Discovered{URL: r.URL, Anchor: r.Anchor, SourceHost: r.SourceHost, Cash: r.Cash, Depth: r.Depth})
 		if r.Anchor != "" && r.SourceHost != "" {
 			anchors[r.URL] = append(anchors[r.URL], r.Anchor)
 		}
 	}
+	n.refuse(from, "forwarded URLs from hosts the sender does not hold", refused)
 	if err := n.crawler.Add(ctx, ds); err != nil {
 		return err
 	}

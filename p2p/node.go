@@ -191,6 +191,17 @@ type Stats struct {
 	Members     int
 }
 
+// ProtocolIDs are the stream protocols of a network: URL batches, search,
+// deliver and claim.
+func ProtocolIDs(network string) (urls, search, deliver, claim protocol.ID) {
+	base := "/sou/" + network
+	return protocol.ID(base + "/urls/1.0.0"), protocol.ID(base + "/search/1.0.0"),
+		protocol.ID(base + "/deliver/1.0.0"), protocol.ID(base + "/claim/2.0.0")
+}
+
+// MembershipTopic is the GossipSub topic of a network's heartbeats.
+func MembershipTopic(network string) string { return "sou/" + network + "/members/1" }
+
 // New starts a node: host (unless WithHost), DHT, membership gossip,
 // protocol handlers, and the senders of any outbox left from a previous run.
 // db must stay open until Close has returned.
@@ -228,12 +239,8 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		inflight:     map[peer.ID]context.CancelFunc{},
 		start:        time.Now(),
 	}
-	base := "/sou/" + cfg.Network
-	n.protoURLs = protocol.ID(base + "/urls/1.0.0")
-	n.protoSearch = protocol.ID(base + "/search/1.0.0")
-	n.protoDeliver = protocol.ID(base + "/deliver/1.0.0")
-	n.protoClaim = protocol.ID(base + "/claim/2.0.0")
-	n.topicName = "sou/" + cfg.Network + "/members/1"
+	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim = ProtocolIDs(cfg.Network)
+	n.topicName = MembershipTopic(cfg.Network)
 	// The node's goroutines live until Close, not until the caller's ctx
 	// (which may be a startup deadline).
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -109,6 +109,11 @@ func validateRecord(r URLRecord) error {
 	return nil
 }
 
+// EncodeURLBatch is the payload of one URL batch on the URL protocol
+// (encodeURLBatch), for tools that speak the protocol themselves: the
+// hostile testnet's attacker.
+func EncodeURLBatch(recs []URLRecord) ([]byte, error) { return encodeURLBatch(recs) }
+
 // encodeURLBatch encodes records column by column (URLs front-coded in
 // sorted order, then anchors, source hosts with a same-as-previous marker,
 // cash, depth, hops) and deflates the result: columns of similar values
@@ -338,6 +343,13 @@ type heartbeat struct {
 	SentMs  uint64
 	Addrs   []ma.Multiaddr
 	Load    Load
+}
+
+// EncodeHeartbeat is the payload of a heartbeat sent at sentMs (Unix
+// milliseconds) announcing addrs, for tools that publish on the membership
+// topic themselves: the hostile testnet's attacker.
+func EncodeHeartbeat(sentMs uint64, addrs []ma.Multiaddr) []byte {
+	return encodeHeartbeat(heartbeat{SentMs: sentMs, Addrs: addrs})
 }
 
 func encodeHeartbeat(h heartbeat) []byte {

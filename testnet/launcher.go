@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +42,10 @@ type nodeProc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// stopping is set before the launcher kills or stops the process, so
+	// that an exit without it counts as a crash.
+	stopping atomic.Bool
+	crashes  atomic.Int32
 }
 
 // launcher starts and stops the node processes of one testnet. Every
@@ -114,9 +119,13 @@ func (p *nodeProc) spawn() error {
 		return fmt.Errorf("start node %d (%s): %w", p.Index, p.bin, err)
 	}
 	exited := make(chan struct{})
+	p.stopping.Store(false)
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		if !p.stopping.Load() {
+			p.crashes.Add(1)
+		}
 		close(exited)
 	}()
 	p.mu.Lock()
@@ -151,12 +160,16 @@ func (p *nodeProc) waitReady(ctx context.Context, limit time.Duration) error {
 
 var apiClient = &http.Client{Timeout: 10 * time.Second}
 
-func (p *nodeProc) getJSON(ctx context.Context, path string, out any) error {
+func (p *nodeProc) get(ctx context.Context, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+p.HTTP+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := apiClient.Do(req)
+	return apiClient.Do(req)
+}
+
+func (p *nodeProc) getJSON(ctx context.Context, path string, out any) error {
+	resp, err := p.get(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -198,6 +211,21 @@ func (p *nodeProc) status(ctx context.Context) (*node.Status, error) {
 	return &st, nil
 }
 
+// pid is the running process's ID, 0 when none runs.
+func (p *nodeProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-p.exited:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
 // alive reports whether the process is running.
 func (p *nodeProc) alive() bool {
 	p.mu.Lock()
@@ -221,6 +249,7 @@ func (p *nodeProc) kill() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
+	p.stopping.Store(true)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
 }
@@ -234,6 +263,7 @@ func (p *nodeProc) stop(grace time.Duration) {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
+	p.stopping.Store(true)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-exited:

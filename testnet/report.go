@@ -21,7 +21,11 @@ type Report struct {
 	Crawl   CrawlReport    `json:"crawl"`
 	Network *NetworkReport `json:"network,omitempty"`
 	Search  *SearchReport  `json:"search,omitempty"`
-	Events  []string       `json:"events,omitempty"`
+	// Hostile is filled by --hostile (see hostile.go).
+	Hostile *HostileReport `json:"hostile,omitempty"`
+	// PerNode has one entry per node process slot, in node order.
+	PerNode []NodeFigures `json:"per_node,omitempty"`
+	Events  []string      `json:"events,omitempty"`
 	OK      bool           `json:"ok"`
 	// Failures says which checks made OK false.
 	Failures []string `json:"failures,omitempty"`
@@ -99,6 +103,22 @@ type SearchReport struct {
 	// LatenciesMS are the query phase's latencies, sorted, for the plots
 	// of --report-dir (the JSON keeps only the percentiles).
 	LatenciesMS []float64 `json:"-"`
+	// view, in a hostile run, restricts coverage to honest shards and the
+	// rank comparison to results on hosts honest nodes own.
+	view *honestView
+}
+
+// NodeFigures is one node of the per_node array: what it holds (from its
+// status at the end) and what its processes cost (from /proc, sampled
+// every second, CPU summed over restarts).
+type NodeFigures struct {
+	Node          int     `json:"node"`
+	Peer          string  `json:"peer"`
+	HostsOwned    int     `json:"hosts_owned"`
+	PagesStored   int64   `json:"pages_stored"`
+	CPUSeconds    float64 `json:"cpu_seconds"`
+	RSSAnonPeakMB float64 `json:"rss_anon_peak_mb"`
+	RSSFilePeakMB float64 `json:"rss_file_peak_mb"`
 }
 
 // SlowSearch is one search of the query phase and where its time went.
@@ -380,7 +400,20 @@ func fetchesFrom(reqs []simweb.Request) []fetch {
 // observe counts one search answer of the query phase (coverage, empty
 // answers) and returns its result URLs in order.
 func (sr *SearchReport) observe(resp *search.Response) []string {
-	if resp.Coverage.Asked > 0 {
+	if v := sr.view; v != nil {
+		asked, answered := 0, 0
+		for _, sh := range resp.Coverage.Shards {
+			if v.honest[sh.Member] {
+				asked++
+				if sh.State == "answered" {
+					answered++
+				}
+			}
+		}
+		if asked > 0 {
+			sr.CoverageMin = min(sr.CoverageMin, float64(answered)/float64(asked))
+		}
+	} else if resp.Coverage.Asked > 0 {
 		sr.CoverageMin = min(sr.CoverageMin, float64(resp.Coverage.Answered)/float64(resp.Coverage.Asked))
 	}
 	if len(resp.Results) == 0 {
@@ -388,7 +421,9 @@ func (sr *SearchReport) observe(resp *search.Response) []string {
 	}
 	top := make([]string, 0, len(resp.Results))
 	for _, r := range resp.Results {
-		top = append(top, r.URL)
+		if sr.view == nil || sr.view.ownsHonestly(r.Host) {
+			top = append(top, r.URL)
+		}
 	}
 	return top
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"sou/node"
 	"sou/p2p"
 	"sou/search"
+	"sou/testnet/attack"
 	"sou/testnet/simweb"
 )
 
@@ -62,6 +64,11 @@ type RunConfig struct {
 	// scored as MRR@10 and Success@10 in the search section (the first also
 	// as its mrr10 and s10).
 	Qrels []string
+	// Hostile is how many attackers (testnet/attack) join the network
+	// once it has formed and attack it through the crawl and the query
+	// phase; HostileClasses selects their attack classes (nil = all).
+	Hostile        int
+	HostileClasses []string
 	// Progress receives a line now and then; nil = silent.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -116,6 +123,13 @@ func (c *RunConfig) Validate() error {
 		return errors.New("--pages must be at least --hosts")
 	case c.Crashes < 0 || c.Queries < 0:
 		return errors.New("--crashes and --queries must not be negative")
+	case c.Hostile < 0 || c.Hostile > 8:
+		return errors.New("--hostile must be between 0 and 8")
+	}
+	for _, cl := range c.HostileClasses {
+		if cl != "all" && !slices.Contains(attack.Classes, cl) {
+			return fmt.Errorf("--hostile-classes: unknown class %q (want all or some of %s)", cl, strings.Join(attack.Classes, ", "))
+		}
 	}
 	for _, q := range c.Qrels {
 		if _, err := os.Stat(q); err != nil {
@@ -197,11 +211,26 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	logf("%d nodes up in network %s; dir %s", cfg.Nodes, l.network, dir)
 
 	rep := &Report{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Seed: cfg.Seed}
-	if err := l.all()[0].postJSON(ctx, "/api/crawl", map[string]any{"urls": web.Seeds()}); err != nil {
+	procs := newProcSampler()
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go procs.run(sampleCtx, l, time.Second)
+	seeds := web.Seeds()
+	var hostile *hostileRun
+	if cfg.Hostile > 0 {
+		// Every host's home page is a seed: an attacker owns hosts, and a
+		// portal it owns would hide the honest hosts it lists.
+		for _, h := range truth.Hosts {
+			seeds = append(seeds, "http://"+h.Host+"/")
+		}
+		hostile = startHostile(ctx, cfg, l, truth, logf)
+		defer hostile.stop()
+	}
+	if err := postSeeds(ctx, l.all()[0], seeds); err != nil {
 		return nil, fmt.Errorf("seed the crawl: %w", err)
 	}
 	kills := &killLog{}
-	if err := crawlToCompletion(ctx, cfg, l, web, rep, kills, logf); err != nil {
+	if err := crawlToCompletion(ctx, cfg, l, web, rep, kills, hostile, logf); err != nil {
 		return nil, err
 	}
 	if cfg.Keep {
@@ -211,7 +240,17 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	}
 	fetches := fetchesFrom(web.Requests(0))
 	fast := crawl.FastConfig().Politeness
-	rep.Crawl = crawlChecks(truth, fetches, func(host string) time.Duration {
+	judged := truth
+	var view *honestView
+	if hostile != nil {
+		v, err := hostile.view(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		view = v
+		judged, _ = honestTruth(truth, v)
+	}
+	rep.Crawl = crawlChecks(judged, fetches, func(host string) time.Duration {
 		d := fast.MinDelay
 		if h, ok := truth.Host(host); ok && h.CrawlDelay > 0 {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
@@ -227,7 +266,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	}
 	rep.Network = networkReport(statuses)
 	if cfg.Queries > 0 {
-		sr, err := queryPhase(ctx, l, truth, cfg.Queries, cfg.Seed)
+		sr, err := queryPhase(ctx, l, judged, cfg.Queries, cfg.Seed, view)
 		if err != nil {
 			return nil, err
 		}
@@ -258,6 +297,14 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			rep.Search.AfterKill = kr
 		}
 	}
+	if hostile != nil {
+		hr := hostile.report(ctx, l, view, procs.figures())
+		_, hr.HonestHosts = honestTruth(truth, view)
+		rep.Hostile = hr
+		hostile.stop()
+	}
+	stopSampling()
+	rep.PerNode = perNodeReport(ctx, l, procs.figures())
 	rep.judge(cfg)
 	if cfg.ReportDir != "" {
 		if err := WriteReportDir(cfg.ReportDir, rep, web.Requests(0)); err != nil {
@@ -305,6 +352,7 @@ func (r *Report) judge(cfg RunConfig) {
 			}
 		}
 	}
+	r.judgeHostile(fail)
 	r.OK = len(r.Failures) == 0
 }
 
@@ -376,7 +424,7 @@ func liveStatuses(ctx context.Context, l *launcher) []*node.Status {
 // crawlToCompletion polls the nodes until every live node is idle with an
 // empty outbox and the web has seen no request for a while, running the
 // scenario's joins, kills and crashes on the way.
-func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *simweb.Web, rep *Report, kills *killLog, logf func(string, ...any)) error {
+func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *simweb.Web, rep *Report, kills *killLog, hostile *hostileRun, logf func(string, ...any)) error {
 	joinAt, _ := parseTrigger("join-at", cfg.JoinAt)
 	killAt, _ := parseTrigger("kill-at", cfg.KillAt)
 	restartAt, _ := parseTrigger("restart-at", cfg.RestartAt)
@@ -471,7 +519,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 		}
 		// Every kill the scenario asked for happens, even when the crawl
 		// got ahead of them (each restart takes a few seconds).
-		allIdle := restarting == nil && len(crashAt) == 0
+		allIdle := restarting == nil && len(crashAt) == 0 && (hostile == nil || hostile.ready())
 		for _, p := range l.live() {
 			st, err := p.status(ctx)
 			if err != nil || !st.Idle {
@@ -504,9 +552,9 @@ func networkReport(sts []*node.Status) *NetworkReport {
 // queryPhase runs a fixed query set, drawn from the titles of required
 // pages, against every live node and checks latency, coverage and that every
 // node returns the same top 10.
-func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, seed int64) (*SearchReport, error) {
+func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, seed int64, view *honestView) (*SearchReport, error) {
 	queries := querySet(truth, n, seed)
-	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true}
+	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true, view: view}
 	var lat []float64
 	var mu sync.Mutex
 	nodes := l.live()

@@ -43,6 +43,22 @@ func PrintSummary(w io.Writer, r *Report) {
 				k.Killed, k.PartialReported, k.MaxLatencyMS, k.Late, k.SameTop10, k.Changed, k.Queries)
 		}
 	}
+	if h := r.Hostile; h != nil {
+		fmt.Fprintf(w, "hostile: %d attackers (%d joined), %d forged pages, %d served by honest nodes, %d phantom members, %d honest crashes, honest RSS peaks %v MB, %d honest hosts\n",
+			h.Attackers, h.AttackersJoined, h.ForgedURLs, h.PoisonedPages, h.PhantomMembers, h.HonestCrashes, h.HonestRSSPeakMB, h.HonestHosts)
+		names := make([]string, 0, len(h.Attacks))
+		for k := range h.Attacks {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(w, "attack:  %-15s tried %d, refused %d\n", k, h.Attacks[k].Tried, h.Attacks[k].Refused)
+		}
+	}
+	for _, n := range r.PerNode {
+		fmt.Fprintf(w, "node %d:  %s: %d hosts, %d pages, %.1f CPU-s, RSS peak anon %.0f MB, file %.0f MB\n",
+			n.Node, n.Peer, n.HostsOwned, n.PagesStored, n.CPUSeconds, n.RSSAnonPeakMB, n.RSSFilePeakMB)
+	}
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "event:   %s\n", e)
 	}

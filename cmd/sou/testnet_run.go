@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sou/testnet"
+	"sou/testnet/attack"
 )
 
 func newTestnetRunCmd() *cobra.Command {
@@ -67,6 +68,8 @@ func newTestnetRunCmd() *cobra.Command {
 	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
 	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (../shared/corpus/qrels.py output) to score as MRR@10 and Success@10")
 	f.BoolVar(&cfg.KillAfterCrawl, "kill-after-crawl", false, "after the query phase, SIGKILL a node and check search coverage and the top 10 after the takeover")
+	f.IntVar(&cfg.Hostile, "hostile", 0, "start this many attackers (every attack class) once the network has formed; the report gains a hostile section")
+	f.StringSliceVar(&cfg.HostileClasses, "hostile-classes", nil, "the attackers' classes (default all): "+strings.Join(attack.Classes, ", "))
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
