@@ -18,8 +18,11 @@ type Config struct {
 	DataDir string
 	// HTTPAddr is where the API and UI listen (default 127.0.0.1:7070).
 	HTTPAddr string
-	// HTTPToken guards state-changing routes and is required to bind the
-	// API beyond loopback, unless PublicSearch exposes search alone.
+	// HTTPToken, when set, guards every route: API clients send it as
+	// Authorization: Bearer, browsers log in with it once (/login) and
+	// get a session cookie. It is required to bind the API beyond
+	// loopback, unless PublicSearch serves search and cached pages to
+	// anyone and nothing else beyond loopback.
 	HTTPToken    string
 	PublicSearch bool
 	// HTTPHosts are further names the API answers to as the Host header

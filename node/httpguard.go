@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -37,8 +38,8 @@ func newHTTPGuard(cfg Config) *httpGuard {
 		logins:      newLoginThrottle(),
 		crossOrigin: http.NewCrossOriginProtection(),
 		searches: newInflightLimiter(
-			cmp0(cfg.SearchConcurrency, DefaultSearchConcurrency),
-			cmp0(cfg.SearchConcurrencyPerClient, DefaultSearchConcurrencyPerClient)),
+			cmp.Or(cfg.SearchConcurrency, DefaultSearchConcurrency),
+			cmp.Or(cfg.SearchConcurrencyPerClient, DefaultSearchConcurrencyPerClient)),
 	}
 	if host, _, err := net.SplitHostPort(cfg.HTTPAddr); err == nil && host != "" {
 		g.hosts[canonicalHost(host)] = true
@@ -47,14 +48,6 @@ func newHTTPGuard(cfg Config) *httpGuard {
 		g.hosts[canonicalHost(h)] = true
 	}
 	return g
-}
-
-// cmp0 is v, or def when v is 0.
-func cmp0(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // apiCSP is the policy of every answer that does not set its own (JSON,
