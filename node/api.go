@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -65,27 +64,30 @@ func (n *Node) HTTPAddr() string {
 	return ""
 }
 
-// Handler returns the node's HTTP API and UI.
+// Handler returns the node's HTTP API and UI behind its guard (httpguard.go:
+// the Host check, security headers, access rules and limits).
 func (n *Node) Handler() http.Handler {
+	g := newHTTPGuard(n.cfg)
 	mux := http.NewServeMux()
 	// Read-only routes; with --public-search only search and cached pages
-	// are served to non-loopback clients without a token.
-	mux.HandleFunc("GET /api/search", n.public(n.handleSearch))
-	mux.HandleFunc("GET /api/cache", n.public(n.handleCache))
-	mux.HandleFunc("GET /opensearch.xml", n.public(n.handleOpenSearch))
-	mux.HandleFunc("GET /api/status", n.private(n.handleStatus))
-	mux.HandleFunc("GET /api/peers", n.private(n.handlePeers))
-	mux.Handle("GET /metrics", n.private(n.metrics.handler().ServeHTTP))
-	// State changes always need the token when one is set, and are refused
-	// from beyond loopback without one.
-	mux.HandleFunc("POST /api/crawl", n.mutating(n.handleCrawl))
-	mux.HandleFunc("GET /api/export/warc", n.private(n.handleWARC))
+	// are served to non-loopback clients without a token. Searches fan out
+	// to every peer, so they are limited in number.
+	mux.HandleFunc("GET /api/search", g.public(g.limited(n.handleSearch)))
+	mux.HandleFunc("GET /api/cache", g.public(g.limited(n.handleCache)))
+	mux.HandleFunc("GET /opensearch.xml", g.public(n.handleOpenSearch))
+	mux.HandleFunc("GET /api/status", g.private(n.handleStatus))
+	mux.HandleFunc("GET /api/peers", g.private(n.handlePeers))
+	mux.Handle("GET /metrics", g.private(n.metrics.handler().ServeHTTP))
+	// State changes always need the token or a session when a token is
+	// set, and are refused from beyond loopback without one.
+	mux.HandleFunc("POST /api/crawl", g.mutating(n.handleCrawl))
+	mux.HandleFunc("GET /api/export/warc", g.private(n.handleWARC))
 	// Go's profiles (heap, CPU, goroutines), behind the same rule as
 	// status: what a node spends its memory on is measured, not guessed.
-	mux.HandleFunc("GET /debug/pprof/", n.private(pprof.Index))
-	mux.HandleFunc("GET /debug/pprof/profile", n.private(pprof.Profile))
-	mux.HandleFunc("GET /debug/pprof/trace", n.private(pprof.Trace))
-	n.registerUI(mux)
+	mux.HandleFunc("GET /debug/pprof/", g.private(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/profile", g.private(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/trace", g.private(pprof.Trace))
+	n.registerUI(mux, g)
 	// A known route asked with the wrong method is a 405 (the catch-all
 	// below would otherwise shadow the mux's own 405 with a 404).
 	apiMethods := map[string]string{
@@ -100,74 +102,7 @@ func (n *Node) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "no such API route: "+r.Method+" "+r.URL.Path)
 	})
-	return mux
-}
-
-func (n *Node) tokenOK(r *http.Request) bool {
-	if n.cfg.HTTPToken == "" {
-		return false
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(n.cfg.HTTPToken)) == 1
-}
-
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	return err == nil && isLoopbackHost(host)
-}
-
-// public serves search and cached pages: to anyone with --public-search, to
-// token holders, and to loopback clients when no token is configured.
-func (n *Node) public(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if n.cfg.PublicSearch || n.allowedRead(r) {
-			h(w, r)
-			return
-		}
-		unauthorized(w)
-	}
-}
-
-func (n *Node) private(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if n.allowedRead(r) {
-			h(w, r)
-			return
-		}
-		unauthorized(w)
-	}
-}
-
-func (n *Node) allowedRead(r *http.Request) bool {
-	if n.tokenOK(r) {
-		return true
-	}
-	return n.cfg.HTTPToken == "" && fromLoopback(r)
-}
-
-// mutating routes need the token whenever one is configured; without one,
-// only loopback clients (the API is bound to loopback then) may use them.
-// Browsers' cross-origin posts are refused too, so no other web site can
-// add seeds through a user's loopback node (CSRF).
-func (n *Node) mutating(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := crossOrigin.Check(r); err != nil {
-			writeError(w, http.StatusForbidden, "refused a cross-origin request: "+err.Error())
-			return
-		}
-		if n.tokenOK(r) || (n.cfg.HTTPToken == "" && fromLoopback(r)) {
-			h(w, r)
-			return
-		}
-		unauthorized(w)
-	}
-}
-
-var crossOrigin = http.NewCrossOriginProtection()
-
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="sou"`)
-	writeError(w, http.StatusUnauthorized, "this route needs Authorization: Bearer TOKEN (the node's --http-token)")
+	return g.serve(mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -288,14 +223,34 @@ func (n *Node) handleCache(w http.ResponseWriter, r *http.Request) {
 			terms = pq.Terms()
 		}
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", cacheCSP)
 	page, err := index.CachedHTML(rec, terms)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "render cached copy: "+err.Error())
+		// A page the HTML parser refuses (nesting deeper than its limit,
+		// for one) is still shown: as its text, escaped.
+		n.log.Debug("cached copy shown as text", "url", rec.URL, "err", err)
+		if err := uiTemplates.ExecuteTemplate(w, "cachetext.html", cachedText{Rec: rec, Reason: err.Error()}); err != nil {
+			n.log.Warn("render cached text", "url", rec.URL, "err", err)
+		}
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
 	_, _ = w.Write(page)
+}
+
+// cacheCSP lets a cached copy show its text, its own inline styles and
+// inline images, and nothing else: a sandbox (an origin of its own, no
+// script, no form, no popup), no form submission anywhere, nothing fetched
+// from the original site or this node (that would tell the site who reads
+// its cached copy), no framing. index.CachedHTML has already removed the
+// scripts, handlers and meta refreshes; this holds even where it missed
+// one.
+const cacheCSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; form-action 'none'; frame-ancestors 'none'"
+
+// cachedText is what cachetext.html renders.
+type cachedText struct {
+	Rec    *index.PageRecord
+	Reason string
 }
 
 // crawlBody is POST /api/crawl's body.

@@ -169,7 +169,9 @@ func badInputCases() []sweepCase {
 }
 
 // authCases are the access rules of a node with a token and without
-// --public-search: nothing without the token, not even from loopback.
+// --public-search: nothing without the token, not even from loopback. A
+// browser (no Authorization header) asking for a UI page is sent to the
+// login form instead of a 401.
 func authCases() []sweepCase {
 	bad := []map[string]string{
 		nil,
@@ -198,9 +200,13 @@ func authCases() []sweepCase {
 	var out []sweepCase
 	for _, rt := range routes {
 		for i, h := range bad {
+			want := 401
+			if h == nil && rt.method == "GET" && (strings.HasPrefix(rt.target, "/?") || rt.target == "/" || rt.target == "/dashboard") {
+				want = 303
+			}
 			for _, remote := range []string{loopbackClient, remoteClient} {
 				out = append(out, sweepCase{name: fmt.Sprintf("%s %s bad token %d from %s", rt.method, rt.target, i, remote),
-					method: rt.method, target: rt.target, body: rt.body, header: h, remote: remote, want: 401})
+					method: rt.method, target: rt.target, body: rt.body, header: h, remote: remote, want: want})
 			}
 		}
 	}
@@ -220,7 +226,7 @@ func publicCases() []sweepCase {
 		{name: "crawl bad token", method: "POST", target: "/api/crawl", body: jsonURLs("http://a.example/"), remote: remoteClient,
 			header: map[string]string{"Authorization": "Bearer nope"}, want: 401},
 		{name: "crawl from loopback", method: "POST", target: "/api/crawl", body: jsonURLs("http://a.example/"), want: 401},
-		{name: "dashboard", method: "GET", target: "/dashboard", remote: remoteClient, want: 401},
+		{name: "dashboard", method: "GET", target: "/dashboard", remote: remoteClient, want: 303},
 		{name: "seed form", method: "POST", target: "/dashboard/seed", body: "urls=http://a.example/", remote: remoteClient,
 			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, want: 401},
 		{name: "search without q", method: "GET", target: "/api/search", remote: remoteClient, want: 400},
@@ -248,6 +254,11 @@ func checkAnswer(t *testing.T, c sweepCase, status int, header http.Header, body
 	}
 	if status == http.StatusUnauthorized && !strings.HasPrefix(header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("401 without a WWW-Authenticate: Bearer header")
+	}
+	if status == http.StatusSeeOther {
+		if loc, want := header.Get("Location"), "/login?next="+url.QueryEscape(c.target); loc != want {
+			t.Errorf("redirected to %q, want the login form %q", loc, want)
+		}
 	}
 	path, _, _ := strings.Cut(c.target, "?")
 	if path == "/" && (strings.Contains(string(body), "<script>alert") || strings.Contains(string(body), "<x>")) {
@@ -282,7 +293,12 @@ func serveCase(t *testing.T, h http.Handler, c sweepCase) {
 	if c.remote != "" {
 		req.RemoteAddr = c.remote
 	}
+	req.Host = "localhost:7070"
 	for k, v := range c.header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
@@ -301,6 +317,7 @@ func TestAPIBadInputSweep(t *testing.T) {
 	for _, c := range authCases() {
 		if c.remote == remoteClient && c.header == nil {
 			c.name = "no token node: " + c.name
+			c.want = 401 // no login form without a token
 			t.Run(c.name, func(t *testing.T) { serveCase(t, h, c) })
 		}
 	}
@@ -398,6 +415,10 @@ func TestAPIThroughRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, v := range c.header {
+				if k == "Host" {
+					req.Host = v
+					continue
+				}
 				req.Header.Set(k, v)
 			}
 			resp, err := client.Do(req)

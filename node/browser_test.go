@@ -47,6 +47,82 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
+// requireBrowser returns the Chromium to test with, or skips the test.
+func requireBrowser(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	browser := findBrowser()
+	if browser == "" {
+		t.Skip("no Chromium found (tried $SOU_CHROMIUM, /usr/bin/chromium, chromium, chromium-browser, google-chrome): install Debian's chromium package (.ci/run does)")
+	}
+	return browser
+}
+
+// headless is one headless Chromium for a test, closed when it ends.
+type headless struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
+
+func startBrowser(ctx context.Context, t *testing.T, browser string) *headless {
+	t.Helper()
+	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(browser),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 900),
+	)
+	t.Cleanup(allocCancel)
+	bctx, bcancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(bcancel)
+	// Start the browser on bctx itself: the first Run ties the browser's
+	// life to its context, and each step has a shorter one.
+	if err := chromedp.Run(bctx); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	return &headless{t: t, ctx: bctx, shots: artifactDir(t)}
+}
+
+// shot saves a screenshot under the artifact directory.
+func (b *headless) shot(name string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var buf []byte
+		if err := chromedp.FullScreenshot(&buf, 100).Do(ctx); err != nil { // quality 100 = PNG
+			return fmt.Errorf("screenshot %s: %w", name, err)
+		}
+		p := filepath.Join(b.shots, name+".png")
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			return err
+		}
+		b.t.Logf("screenshot: %s", p)
+		return nil
+	})
+}
+
+// run performs one step of 20 s at most; a failure is photographed.
+func (b *headless) run(step string, actions ...chromedp.Action) {
+	b.t.Helper()
+	stepCtx, stepCancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer stepCancel()
+	began := time.Now()
+	defer func() { b.t.Logf("step %q took %v", step, time.Since(began).Round(time.Millisecond)) }()
+	if err := chromedp.Run(stepCtx, actions...); err != nil {
+		_ = chromedp.Run(b.ctx, b.shot("failed-"+strings.ReplaceAll(step, " ", "-")))
+		b.t.Fatalf("browser: %s: %v", step, err)
+	}
+}
+
 // waitForCrawl waits until the node has indexed at least minDocs pages and
 // is idle, failing with the node's state when it takes longer than limit.
 func waitForCrawl(ctx context.Context, t *testing.T, n *Node, minDocs int64, limit time.Duration) Status {
@@ -102,16 +178,9 @@ func pickQuery(ctx context.Context, t *testing.T, n *Node, truth *simweb.Truth) 
 // the UI in headless Chromium as a person would: search, see results and
 // coverage, open a cached copy, page, add a seed on the dashboard.
 func TestBrowserEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
-	browser := findBrowser()
-	if browser == "" {
-		t.Skip("no Chromium found (tried $SOU_CHROMIUM, /usr/bin/chromium, chromium, chromium-browser, google-chrome): install Debian's chromium package (.ci/run does)")
-	}
+	browser := requireBrowser(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Second)
 	defer cancel()
-	shots := artifactDir(t)
 
 	web, err := simweb.Start(ctx, simweb.Config{Seed: 1, Hosts: 10, Pages: 300, Misbehave: []string{"none"}, Logger: quietLogger()})
 	if err != nil {
@@ -135,54 +204,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 	}
 	t.Logf("query %q: %d results", query, total)
 
-	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(browser),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 900),
-	)
-	defer allocCancel()
-	bctx, bcancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer bcancel()
-	// Start the browser on bctx itself: the first Run ties the browser's
-	// life to its context, and each step below has a shorter one.
-	if err := chromedp.Run(bctx); err != nil {
-		t.Fatalf("start %s: %v", browser, err)
-	}
-
-	shot := func(name string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			var buf []byte
-			if err := chromedp.FullScreenshot(&buf, 100).Do(ctx); err != nil { // quality 100 = PNG
-				return fmt.Errorf("screenshot %s: %w", name, err)
-			}
-			p := filepath.Join(shots, name+".png")
-			if err := os.WriteFile(p, buf, 0o644); err != nil {
-				return err
-			}
-			t.Logf("screenshot: %s", p)
-			return nil
-		})
-	}
-	run := func(step string, actions ...chromedp.Action) {
-		t.Helper()
-		stepCtx, stepCancel := context.WithTimeout(bctx, 20*time.Second)
-		defer stepCancel()
-		began := time.Now()
-		defer func() { t.Logf("step %q took %v", step, time.Since(began).Round(time.Millisecond)) }()
-		if err := chromedp.Run(stepCtx, actions...); err != nil {
-			_ = chromedp.Run(bctx, shot("failed-"+strings.ReplaceAll(step, " ", "-")))
-			t.Fatalf("browser: %s: %v", step, err)
-		}
-	}
+	b := startBrowser(ctx, t, browser)
+	shot, run := b.shot, b.run
 
 	// 1. Type a query. The page's fetch is slowed down so the "searching"
 	// state is visible long enough to be seen and photographed.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -17,10 +18,24 @@ type Config struct {
 	DataDir string
 	// HTTPAddr is where the API and UI listen (default 127.0.0.1:7070).
 	HTTPAddr string
-	// HTTPToken guards state-changing routes and is required to bind the
-	// API beyond loopback, unless PublicSearch exposes search alone.
+	// HTTPToken, when set, guards every route: API clients send it as
+	// Authorization: Bearer, browsers log in with it once (/login) and
+	// get a session cookie. It is required to bind the API beyond
+	// loopback, unless PublicSearch serves search and cached pages to
+	// anyone and nothing else beyond loopback.
 	HTTPToken    string
 	PublicSearch bool
+	// HTTPHosts are further names the API answers to as the Host header
+	// gives them (a LAN name, a reverse proxy's public name). Without a
+	// token, a request whose Host is not "localhost", an IP address or one
+	// of these is refused: that is how DNS rebinding reaches a loopback API.
+	HTTPHosts []string
+	// SearchConcurrency caps the searches and cached-page views served at
+	// once (each search asks every peer), SearchConcurrencyPerClient those
+	// of one client address (an IPv6 /64 counts as one); beyond them a
+	// request is answered 429. 0 means the default.
+	SearchConcurrency          int
+	SearchConcurrencyPerClient int
 
 	// DNS is the resolver the crawler asks ("ip:port"); empty means the
 	// system's.
@@ -103,6 +118,14 @@ func DefaultConfig() Config {
 	}
 }
 
+// The default search concurrency: far above what a person or the testnet's
+// query phase (one search at a time per node) asks, low enough that a
+// client cannot keep a node's peers busy with fan-out.
+const (
+	DefaultSearchConcurrency          = 32
+	DefaultSearchConcurrencyPerClient = 4
+)
+
 // DefaultMinFreeDisk leaves room for Badger's memtables, a value-log file
 // and compactions after the guard trips.
 const DefaultMinFreeDisk = 1 << 30
@@ -124,6 +147,14 @@ func (c *Config) Validate() error {
 	}
 	if !isLoopbackHost(host) && c.HTTPToken == "" && !c.PublicSearch {
 		return fmt.Errorf("--http %s binds beyond loopback: set --http-token (or --public-search to expose only search and cached pages)", c.HTTPAddr)
+	}
+	for _, h := range c.HTTPHosts {
+		if h == "" || strings.ContainsFunc(h, func(r rune) bool { return r <= ' ' || r == '/' || r == 0x7f }) {
+			return fmt.Errorf("--http-host %q: want a host name as browsers send it (no scheme, path or spaces)", h)
+		}
+	}
+	if c.SearchConcurrency < 0 || c.SearchConcurrencyPerClient < 0 {
+		return errors.New("--http-max-searches and --http-max-searches-per-client must not be negative")
 	}
 	if c.DNS != "" {
 		if _, _, err := net.SplitHostPort(c.DNS); err != nil {

@@ -17,9 +17,18 @@ package node
 //     (like /api/search), the dashboard private (like /api/status) and
 //     POST /dashboard/seed mutating (like POST /api/crawl). Cross-origin
 //     posts are refused (net/http's CrossOriginProtection, in mutating), so
-//     another web site cannot add seeds through a user's loopback node.
+//     another web site cannot add seeds through a user's loopback node. On
+//     a node with a token a browser logs in at /login (session.go) and a
+//     UI page asked without a session redirects there.
+//   - Nothing that came from a peer or a crawled page is ever HTML here:
+//     titles, URLs and snippets are text (search.Result), the template
+//     escapes them and sou.js builds the result list with textContent; the
+//     <b> of a highlight is added around the coordinator's highlight ranges
+//     (search.SnippetParts).
 //   - A strict Content-Security-Policy: no inline script, no third-party
-//     anything.
+//     anything. Cached copies of pages get their own, stricter policy
+//     (cacheCSP in api.go): a sandbox with no script, no form and nothing
+//     loaded from elsewhere.
 
 import (
 	"embed"
@@ -43,7 +52,6 @@ import (
 var uiFiles embed.FS
 
 var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"safe":  func(s string) template.HTML { return template.HTML(s) }, // snippets are escaped by index.Snippet
 	"add":   func(a, b int) int { return a + b },
 	"bytes": humanBytes,
 	"ago":   func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
@@ -64,6 +72,8 @@ type uiText struct {
 	Errors, NoErrors, ErrorsByClass, AddSeeds, SeedHelp, SeedButton string
 	Accepted, Rejected, Live, Uptime, Peer, Idle, Busy, LastSeen    string
 	Latency, Load, Self, NoJS                                       string
+	// Login.
+	Login, LoginHelp, Token, LoginButton, WrongToken, TooManyLogins, Logout string
 }
 
 var uiTexts = map[string]*uiText{
@@ -85,6 +95,9 @@ var uiTexts = map[string]*uiText{
 		Accepted: "accepted: {n}", Rejected: "rejected", Live: "live", Uptime: "uptime", Peer: "peer",
 		Idle: "idle", Busy: "crawling", LastSeen: "last seen", Latency: "search latency", Load: "load (pages / frontier / hosts)",
 		Self: "this node", NoJS: "JavaScript is off: this page reloads every 5 s.",
+		Login: "Log in", LoginHelp: "This node is protected by a token (its --http-token). Enter it once; this browser stays logged in for 12 hours.",
+		Token: "Token", LoginButton: "Log in", WrongToken: "Wrong token.",
+		TooManyLogins: "Too many failed logins from your address: try again in {s} s.", Logout: "Log out",
 	},
 	"zh": {
 		Lang: "zh-CN", Code: "zh", Title: "sou 搜 — 对等网络搜索引擎", Search: "搜索", Placeholder: "在 sou 网络中搜索",
@@ -104,6 +117,9 @@ var uiTexts = map[string]*uiText{
 		Accepted: "已接受：{n}", Rejected: "已拒绝", Live: "实时", Uptime: "运行时间", Peer: "节点",
 		Idle: "空闲", Busy: "抓取中", LastSeen: "最近活动", Latency: "搜索延迟", Load: "负载（页面 / 队列 / 主机）",
 		Self: "本节点", NoJS: "JavaScript 已关闭：本页每 5 秒刷新。",
+		Login: "登录", LoginHelp: "本节点受令牌保护（即其 --http-token）。输入一次即可，本浏览器在 12 小时内保持登录。",
+		Token: "令牌", LoginButton: "登录", WrongToken: "令牌错误。",
+		TooManyLogins: "来自您地址的失败登录过多：请 {s} 秒后再试。", Logout: "退出登录",
 	},
 }
 
@@ -150,11 +166,14 @@ type searchPage struct {
 	Next      string
 	LangHref  string
 	LangParam string // an explicit ?lang=, kept by the form
+	LoggedIn  bool
 }
 
 type uiResult struct {
 	search.Result
 	CacheHref string
+	// Parts is the snippet cut at its highlights.
+	Parts []search.SnippetPart
 }
 
 type uiPageLink struct {
@@ -163,10 +182,13 @@ type uiPageLink struct {
 	Current bool
 }
 
-func (n *Node) registerUI(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", n.public(n.handleSearchPage))
-	mux.HandleFunc("GET /dashboard", n.private(n.handleDashboard))
-	mux.HandleFunc("POST /dashboard/seed", n.mutating(n.handleDashboardSeed))
+func (n *Node) registerUI(mux *http.ServeMux, g *httpGuard) {
+	mux.HandleFunc("GET /{$}", g.public(g.limited(n.handleSearchPage)))
+	mux.HandleFunc("GET /dashboard", g.private(n.handleDashboard))
+	mux.HandleFunc("POST /dashboard/seed", g.mutating(n.handleDashboardSeed))
+	mux.HandleFunc("GET /login", n.handleLoginPage(g))
+	mux.HandleFunc("POST /login", n.handleLogin(g))
+	mux.HandleFunc("POST /logout", n.handleLogout(g))
 	static, _ := fs.Sub(uiFiles, "ui")
 	files := http.FileServerFS(static)
 	mux.HandleFunc("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +218,7 @@ func searchHref(q string, page int, lang string) string {
 // JavaScript.
 func (n *Node) handleSearchPage(w http.ResponseWriter, r *http.Request) {
 	t := uiLanguage(r)
-	p := searchPage{T: t, Query: r.URL.Query().Get("q")}
+	p := searchPage{T: t, Query: r.URL.Query().Get("q"), LoggedIn: hasSession(r)}
 	lang := r.URL.Query().Get("lang")
 	if lang != "zh" && lang != "en" {
 		lang = ""
@@ -250,7 +272,8 @@ func (n *Node) fillSearchPage(p *searchPage, req search.Request, lang string) {
 	}
 	for _, res := range resp.Results {
 		v := url.Values{"url": {res.URL}, "q": {req.Query}}
-		p.Results = append(p.Results, uiResult{Result: res, CacheHref: "/api/cache?" + v.Encode()})
+		p.Results = append(p.Results, uiResult{Result: res, CacheHref: "/api/cache?" + v.Encode(),
+			Parts: search.SnippetParts(res.Snippet, res.Highlights)})
 	}
 	p.Start = (req.Page-1)*req.N + 1
 	pages := int((resp.Total + int64(req.N) - 1) / int64(req.N))
@@ -273,8 +296,6 @@ func (n *Node) fillSearchPage(p *searchPage, req search.Request, lang string) {
 func (n *Node) renderUI(w http.ResponseWriter, status int, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", uiCSP)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
 	if err := uiTemplates.ExecuteTemplate(w, name, data); err != nil {
 		n.log.Warn("render page", "page", name, "err", err)
@@ -295,7 +316,8 @@ type dashboardPage struct {
 	LangHref string
 	// Refresh is the no-JavaScript reload period in seconds; the reload
 	// always GETs /dashboard, so a seed post is never repeated.
-	Refresh int
+	Refresh  int
+	LoggedIn bool
 }
 
 type classCount struct {
@@ -305,7 +327,8 @@ type classCount struct {
 
 func (n *Node) dashboardData(r *http.Request) dashboardPage {
 	t := uiLanguage(r)
-	d := dashboardPage{T: t, S: n.Status(r.Context()), Peers: n.peers(), LangHref: "/dashboard?lang=" + t.Other, Refresh: 5}
+	d := dashboardPage{T: t, S: n.Status(r.Context()), Peers: n.peers(), LangHref: "/dashboard?lang=" + t.Other, Refresh: 5,
+		LoggedIn: hasSession(r)}
 	d.Keyspace = fill(t.KeyspaceFmt, "{prefix}", d.S.KeyPrefix, "{owned}", strconv.Itoa(d.S.OwnedHosts), "{known}", strconv.Itoa(d.S.KnownHosts))
 	for c, k := range d.S.Crawl.ErrorsByClass {
 		d.Classes = append(d.Classes, classCount{c, k})

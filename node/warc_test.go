@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,5 +144,141 @@ func TestWARCExportReadsBack(t *testing.T) {
 		if want := d.FetchedAt.UTC().Format("2006-01-02T15:04:05Z"); r.header["WARC-Date"] != want {
 			t.Errorf("%s: WARC-Date %s, want %s", d.URL, r.header["WARC-Date"], want)
 		}
+	}
+}
+
+// TestWARCHostileFieldsSanitised: a stored page's URL and headers may come
+// from a peer. CR, LF and other control characters in them, or header names
+// that are not HTTP tokens, must not end a WARC or HTTP field early and
+// inject one (issue 20, finding 10).
+func TestWARCHostileFieldsSanitised(t *testing.T) {
+	n, srv := newHandlerNode(t, testConfig(t))
+	hostileURL := "http://a.sim.test/x\r\nWARC-Type: injected\r\nContent-Length: 0\r\n\r\nWARC/1.1\r\n"
+	page := &index.Document{URL: hostileURL, Host: "a.sim.test", Title: "A", Body: "alpha", Status: 200, FetchedAt: time.Unix(1700000000, 0),
+		Header: map[string][]string{
+			"Content-Type":          {"text/html"},
+			"X-Evil\r\nInjected":    {"v"},
+			"Bad Name":              {"x"},
+			"X:Colon":               {"y"},
+			"Set-Cookie":            {"a=b\r\nInjected-Field: x"},
+			"X-Control":             {"a\x00b\x1bc\x7fd"},
+			"\r\nWARC-Type: forged": {"z"},
+		},
+		Raw: []byte("<html>alpha</html>")}
+	if err := n.ix.Put(context.Background(), page); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + "/api/export/warc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	recs, err := readWARC(resp.Body)
+	if err != nil {
+		t.Fatalf("the export does not read as WARC: %v", err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want a warcinfo and one response", len(recs))
+	}
+	rec := recs[1]
+	want := "http://a.sim.test/x%0D%0AWARC-Type:%20injected%0D%0AContent-Length:%200%0D%0A%0D%0AWARC/1.1%0D%0A"
+	if rec.header["WARC-Type"] != "response" || rec.header["WARC-Target-URI"] != want {
+		t.Fatalf("record header %q", rec.header)
+	}
+	hr, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(rec.block)), nil)
+	if err != nil {
+		t.Fatalf("HTTP message in the record: %v\n%q", err, rec.block)
+	}
+	if got, _ := io.ReadAll(hr.Body); string(got) != "<html>alpha</html>" {
+		t.Errorf("payload %q", got)
+	}
+	for name := range hr.Header {
+		switch name {
+		case "Content-Type", "Set-Cookie", "X-Control", "Content-Length":
+		default:
+			t.Errorf("header %q reached the record", name)
+		}
+	}
+	if got := hr.Header.Get("Set-Cookie"); got != "a=b  Injected-Field: x" {
+		t.Errorf("Set-Cookie %q, want the line break as spaces", got)
+	}
+	if got := hr.Header.Get("X-Control"); got != "a b c d" {
+		t.Errorf("X-Control %q, want control characters as spaces", got)
+	}
+}
+
+// failingWriter is a connection that breaks after limit bytes, as a
+// client's network or a full disk on a proxy would.
+type failingWriter struct {
+	http.ResponseWriter
+	limit int
+}
+
+func (f *failingWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) <= f.limit {
+		f.limit -= len(p)
+		return f.ResponseWriter.Write(p)
+	}
+	k := 0
+	if f.limit > 0 {
+		k, _ = f.ResponseWriter.Write(p[:f.limit])
+		f.limit = 0
+	}
+	return k, errors.New("connection broke")
+}
+
+// TestWARCExportAbortsOnFailure: an export that fails after its first
+// bytes breaks the connection, so the client sees a truncated transfer
+// and not a clean end of a short file; one that fails before any byte is
+// a 500.
+func TestWARCExportAbortsOnFailure(t *testing.T) {
+	n, _ := newHandlerNode(t, testConfig(t))
+	for i := range 12 {
+		d := &index.Document{URL: fmt.Sprintf("http://big.sim.test/%d", i), Host: "big.sim.test", Title: "big", Body: "big",
+			Status: 200, FetchedAt: time.Unix(1700000000, 0), Raw: bytes.Repeat([]byte{'a' + byte(i)}, 64<<10)}
+		if err := n.ix.Put(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := n.Handler()
+	tests := []struct {
+		name      string
+		limit     int // -1: no failure
+		status    int
+		truncated bool
+	}{
+		{"complete", -1, 200, false},
+		{"fails after 300 KB", 300 << 10, 200, true},
+		{"fails at once", 0, 500, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.limit >= 0 {
+					w = &failingWriter{ResponseWriter: w, limit: tc.limit}
+				}
+				h.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/api/export/warc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %.200s", resp.StatusCode, tc.status, body)
+			}
+			if truncated := err != nil; truncated != tc.truncated {
+				t.Fatalf("read %d bytes, error %v; want truncated %v", len(body), err, tc.truncated)
+			}
+			if !tc.truncated && tc.status == 200 {
+				if recs, err := readWARC(bytes.NewReader(body)); err != nil || len(recs) != 13 {
+					t.Fatalf("complete export: %d records, %v", len(recs), err)
+				}
+			}
+		})
 	}
 }

@@ -82,14 +82,19 @@ const MaxResultsPerPage = 100
 // MaxPage bounds Request.Page.
 const MaxPage = 50
 
-// Result is one ranked hit.
+// Result is one ranked hit. Title and Snippet are plain text, never HTML:
+// whoever shows them escapes them.
 type Result struct {
-	URL     string  `json:"url"`
-	Title   string  `json:"title"`
-	Snippet string  `json:"snippet"`
-	Host    string  `json:"host"`
-	Score   float64 `json:"score"`
-	Shard   string  `json:"shard"`
+	URL     string `json:"url"`
+	Title   string `json:"title"`
+	Snippet string `json:"snippet"`
+	// Highlights are the query-term matches in Snippet, found by this
+	// coordinator: [start, end) offsets in Unicode code points, in order,
+	// not overlapping (see SnippetParts).
+	Highlights [][2]int `json:"highlights,omitempty"`
+	Host       string   `json:"host"`
+	Score      float64  `json:"score"`
+	Shard      string   `json:"shard"`
 	// Duplicates are other URLs with the same or nearly the same content.
 	Duplicates []string `json:"duplicates,omitempty"`
 	simhash    uint64
@@ -242,6 +247,7 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 		resp.Results = []Result{}
 	}
 	resp.Coverage.SnippetsMissing = c.fillSnippets(ctx, q, resp.Results)
+	highlightResults(q, resp.Results)
 	resp.ElapsedMS = msSince(start)
 	if cov.Complete && resp.Coverage.SnippetsMissing == 0 {
 		c.cache.put(key, resp)
@@ -469,6 +475,17 @@ func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query,
 		return nil, err
 	}
 	return decodeSnippetResponse(b, urls)
+}
+
+// highlightResults turns every snippet on the page into plain text and
+// marks the query terms in it. Every shard's snippet is taken as text, this
+// node's own included, so no shard's markup ever reaches a result.
+func highlightResults(q *Query, results []Result) {
+	terms := q.Terms()
+	for i := range results {
+		results[i].Snippet = plainSnippet(results[i].Snippet)
+		results[i].Highlights = highlightRunes(results[i].Snippet, terms)
+	}
 }
 
 // merge orders candidates by global score (URL as the tie-break, so every

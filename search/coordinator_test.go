@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -157,6 +158,20 @@ func networkRef(t testing.TB, shards int, docs []*index.Document, place func(i i
 	return coords, trs, NewLocal(ref, cfg.Params)
 }
 
+// snippetHTML renders a result's snippet as index.Snippet would: escaped,
+// highlights in <b>.
+func snippetHTML(r Result) string {
+	var b strings.Builder
+	for _, p := range SnippetParts(r.Snippet, r.Highlights) {
+		if p.Match {
+			b.WriteString("<b>" + html.EscapeString(p.Text) + "</b>")
+		} else {
+			b.WriteString(html.EscapeString(p.Text))
+		}
+	}
+	return b.String()
+}
+
 func TestDistributedScoresEqualSingleIndex(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	var docs []*index.Document
@@ -195,9 +210,10 @@ func TestDistributedScoresEqualSingleIndex(t *testing.T) {
 						t.Errorf("coordinator %d rank %d: score %.12f (%s), reference %.12f (%s)", ci, i, r.Score, r.URL, w.Score, w.URL)
 					}
 					// Snippets made in the first round or fetched after
-					// the merge are the ones a single index makes.
-					if r.URL == w.URL && r.Snippet != w.Snippet {
-						t.Errorf("coordinator %d rank %d (%s): snippet %q, reference %q", ci, i, r.URL, r.Snippet, w.Snippet)
+					// the merge are the ones a single index makes, as
+					// text, with the same words highlighted.
+					if got := snippetHTML(r); r.URL == w.URL && got != w.Snippet {
+						t.Errorf("coordinator %d rank %d (%s): snippet %q, reference %q", ci, i, r.URL, got, w.Snippet)
 					}
 				}
 				if got.Total != want.Total && want.TotalExact {
@@ -262,9 +278,11 @@ func TestSnippetsFetchedAfterMerge(t *testing.T) {
 	if missing := coords[0].fillSnippets(ctx, q, rs); missing != 0 {
 		t.Fatalf("%d snippets missing", missing)
 	}
+	highlightResults(q, rs)
 	for i := range rs {
-		if rs[i].Snippet != full.Results[i].Snippet {
-			t.Errorf("%s (shard %s): fetched %q, first round %q", rs[i].URL, rs[i].Shard, rs[i].Snippet, full.Results[i].Snippet)
+		if rs[i].Snippet != full.Results[i].Snippet || !slices.Equal(rs[i].Highlights, full.Results[i].Highlights) {
+			t.Errorf("%s (shard %s): fetched %q %v, first round %q %v", rs[i].URL, rs[i].Shard,
+				rs[i].Snippet, rs[i].Highlights, full.Results[i].Snippet, full.Results[i].Highlights)
 		}
 	}
 	trs[0].silent["m1"] = true
@@ -613,6 +631,8 @@ func TestForgedShardStatisticsAreRejected(t *testing.T) {
 		{"negative static rank", func(r *ShardResult) { r.Candidates[0].StaticRank = -1e9 }},
 		{"host that is not the URL's", func(r *ShardResult) { r.Candidates[0].Host = "elsewhere.test" }},
 		{"same URL twice", func(r *ShardResult) { r.Candidates = append(r.Candidates, r.Candidates[0]) }},
+		{"javascript: URL", func(r *ShardResult) { r.Candidates[0].URL = "javascript://" + r.Candidates[0].Host + "/%0Aalert(1)" }},
+		{"URL with a space", func(r *ShardResult) { r.Candidates[0].URL = "http://" + r.Candidates[0].Host + "/a b" }},
 	}
 	ctx := context.Background()
 	const query = "search engine"

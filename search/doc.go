@@ -80,15 +80,21 @@
 //
 // A remote shard's answer is checked before it is merged: counts and DFs
 // against its document count (with slack for the gap between its two
-// snapshots), DFs only for query terms, at most the k candidates asked,
-// per candidate TF within the field length, lengths and static rank finite
-// and bounded, host equal to the URL's host, no repeated URL, no more
-// candidates with a term than its DF. An answer that fails is never merged
-// or cached; its coverage entry is "failed" with the reason. The score a
-// shard sends is ignored (the coordinator rescores from the statistics).
-// When the Transport implements HostHolders, results for hosts the member
-// does not hold are dropped and counted (Coverage.Dropped), so a peer can
-// only rank pages of its own hosts. An answer that arrives with or after
-// the deadline counts as a timeout. What no check can catch: believable
+// snapshots), DFs only for query terms, at most the k candidates asked, per
+// candidate TF within the field length, lengths and static rank finite and
+// bounded, host equal to the URL's host, an http(s) URL, no repeated URL, no
+// more candidates with a term than its DF. An answer that fails is never
+// merged or cached; its coverage entry is "failed" with the reason. The
+// score a shard sends is ignored (the coordinator rescores from the
+// statistics). When the Transport implements HostHolders, results for hosts
+// the member does not hold are dropped and counted (Coverage.Dropped), so a
+// peer can only rank pages of its own hosts. An answer that arrives with or
+// after the deadline counts as a timeout.
+//
+// Snippets are data. The coordinator reads every shard's snippet, its own
+// included, as plain text (dropping only index.Snippet's <b> tags and
+// decoding entities) and finds the query terms in it itself
+// (Result.Highlights, code-point ranges), so a peer's markup reaches a
+// result page as the literal text it is. What no check can catch: believable
 // lies about a peer's own pages (see RELIABILITY.md).
 package search

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"sou/index"
 )
@@ -22,7 +23,9 @@ const (
 	// byte; anchor text accumulates, hence the margin.
 	maxFieldTokens = 16 * index.MaxAnalyzeBytes
 	// maxCandidateURLBytes, maxTitleBytes and maxSnippetBytes bound the
-	// strings a candidate carries into a result page.
+	// strings a candidate carries into a result page. What the strings say
+	// is not checked here: the coordinator reads a snippet as plain text
+	// (plainSnippet) and the pages escape titles and snippets.
 	maxCandidateURLBytes = 8 << 10
 	maxTitleBytes        = 4 << 10
 	maxSnippetBytes      = 8 << 10
@@ -107,6 +110,11 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 	switch {
 	case c.URL == "" || len(c.URL) > maxCandidateURLBytes:
 		return implausible("URL of %d bytes", len(c.URL))
+	case !webURL(c.URL):
+		// The crawler stores only normalised http(s) URLs; anything else
+		// (javascript:, a URL with spaces or control characters) would
+		// become a link on the result page.
+		return implausible("URL %.100q is not a normalised http(s) URL", c.URL)
 	case len(c.Title) > maxTitleBytes || len(c.Snippet) > maxSnippetBytes:
 		return implausible("title or snippet too long for %.100q", c.URL)
 	case math.IsNaN(c.StaticRank) || math.IsInf(c.StaticRank, 0) || c.StaticRank < 0:
@@ -134,6 +142,16 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// webURL reports whether raw is an absolute http or https URL without
+// spaces or control characters.
+func webURL(raw string) bool {
+	if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsControl(r) }) {
+		return false
+	}
+	scheme, _, ok := strings.Cut(raw, "://")
+	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
 }
 
 // candidateHost is a URL's host as the crawler keys it (crawl.HostKey,

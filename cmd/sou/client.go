@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -168,8 +169,8 @@ func printResults(w io.Writer, r *search.Response, base string) {
 		if title == "" {
 			title = res.URL
 		}
-		fmt.Fprintf(w, "%2d. %s\n    %s\n", (r.Page-1)*r.N+i+1, title, res.URL)
-		if s := terminalSnippet(res.Snippet); s != "" {
+		fmt.Fprintf(w, "%2d. %s\n    %s\n", (r.Page-1)*r.N+i+1, terminalText(title), terminalText(res.URL))
+		if s := terminalSnippet(res.Snippet, res.Highlights); s != "" {
 			fmt.Fprintf(w, "    %s\n", s)
 		}
 		fmt.Fprintf(w, "    cached: %s/api/cache?url=%s&q=%s\n", strings.TrimRight(base, "/"), url.QueryEscape(res.URL), url.QueryEscape(r.Query))
@@ -188,11 +189,30 @@ func printResults(w io.Writer, r *search.Response, base string) {
 	fmt.Fprintln(w)
 }
 
-// terminalSnippet turns the HTML snippet into text with matches in bold.
-func terminalSnippet(s string) string {
-	r := strings.NewReplacer("<b>", "\x1b[1m", "</b>", "\x1b[0m", "<mark>", "\x1b[1m", "</mark>", "\x1b[0m",
-		"&lt;", "<", "&gt;", ">", "&amp;", "&", "&#34;", `"`, "&#39;", "'", "&quot;", `"`)
-	return r.Replace(s)
+// terminalSnippet prints a result's plain-text snippet with its
+// highlights in bold.
+func terminalSnippet(snippet string, highlights [][2]int) string {
+	var b strings.Builder
+	for _, p := range search.SnippetParts(snippet, highlights) {
+		if p.Match {
+			b.WriteString("\x1b[1m" + terminalText(p.Text) + "\x1b[0m")
+		} else {
+			b.WriteString(terminalText(p.Text))
+		}
+	}
+	return b.String()
+}
+
+// terminalText is s with control characters (a terminal's escape
+// sequences among them) as spaces: the node may be remote, and what it
+// shows came from crawled pages and peers.
+func terminalText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func newCrawlCmd() *cobra.Command {

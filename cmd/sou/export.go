@@ -33,8 +33,11 @@ func newExportCmd() *cobra.Command {
 	return export
 }
 
-// download streams an API response to a file, replacing it only when the
-// whole body arrived.
+// download streams an API response to out through out.partial, renamed to
+// out only when the whole body arrived: a node that fails half-way breaks
+// the connection, and the transfer then ends in an error here instead of
+// looking complete. An interrupted download keeps the partial file, says
+// so, and exits non-zero.
 func (c *clientFlags) download(ctx context.Context, path, out string) error {
 	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(c.node, "/")+path, nil)
 	if err != nil {
@@ -53,21 +56,28 @@ func (c *clientFlags) download(ctx context.Context, path, out string) error {
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	if out == "-" {
-		_, err := io.Copy(os.Stdout, resp.Body)
-		return err
+		if n, err := io.Copy(os.Stdout, resp.Body); err != nil {
+			return fmt.Errorf("download of %s interrupted after %d bytes (the output is incomplete): %w", path, n, err)
+		}
+		return nil
 	}
 	tmp := out + ".partial"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return err
+		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("download: %w", err)
+	n, err := io.Copy(f, resp.Body)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return os.Rename(tmp, out)
+	if err != nil {
+		return fmt.Errorf("download of %s interrupted after %d bytes: %w; %s is incomplete and was not renamed to %s", path, n, err, tmp, out)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp, out, err)
+	}
+	return nil
 }

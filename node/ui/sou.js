@@ -1,7 +1,8 @@
 // sou 搜 — progressive enhancement for the search page and the dashboard.
 // Every page works without this file; with it the search shows a
 // "searching…" state and updates in place (history kept in sync), and the
-// dashboard refreshes itself every second.
+// dashboard refreshes itself every second. Everything a result carries
+// (title, URL, snippet) came from a peer and is set as text, never as HTML.
 (function () {
   "use strict";
 
@@ -23,8 +24,27 @@
 
   function shortID(id) { return id && id.length > 12 ? "…" + id.slice(-8) : id; }
 
+  // snippetNodes is a result's plain-text snippet with its highlights
+  // ([start, end) in code points) in <b>; ranges out of order or out of
+  // bounds are ignored.
+  function snippetNodes(text, ranges) {
+    var cps = Array.from(text || ""), out = [], at = 0;
+    (ranges || []).forEach(function (r) {
+      if (!Array.isArray(r) || !(r[0] >= at && r[1] > r[0] && r[1] <= cps.length)) return;
+      if (r[0] > at) out.push(document.createTextNode(cps.slice(at, r[0]).join("")));
+      out.push(el("b", { text: cps.slice(r[0], r[1]).join("") }));
+      at = r[1];
+    });
+    if (at < cps.length) out.push(document.createTextNode(cps.slice(at).join("")));
+    return out;
+  }
+
   async function fetchJSON(url, opts) {
     var resp = await fetch(url, Object.assign({ headers: { Accept: "application/json" }, credentials: "same-origin" }, opts || {}));
+    if (resp.status === 401 && document.body.dataset.login) {
+      // The session ended: log in again and come back here.
+      location.assign("/login?" + new URLSearchParams({ next: location.pathname + location.search }).toString());
+    }
     var body;
     try { body = await resp.json(); } catch (e) { body = { error: resp.status + " " + resp.statusText }; }
     if (!resp.ok) throw new Error(body && body.error ? body.error : resp.status + " " + resp.statusText);
@@ -64,8 +84,7 @@
       if (hits.length === 0) out.push(el("p", { class: "msg", id: "noresults", text: fill(t.noresults, { q: q }) }));
       var ol = el("ol", { class: "hits", start: (page - 1) * r.n + 1 });
       hits.forEach(function (h) {
-        var snippet = el("div", { class: "s" });
-        snippet.innerHTML = h.snippet; // HTML-escaped by the index, with <b> around query terms
+        var snippet = el("div", { class: "s" }, snippetNodes(h.snippet, h.highlights));
         var cache = new URLSearchParams({ url: h.url, q: q });
         var meta = [el("span", { class: "url", text: h.url }), " · ", el("a", { class: "cached", href: "/api/cache?" + cache.toString(), text: t.cached })];
         if (h.duplicates && h.duplicates.length) meta.push(" · ", el("span", { class: "dups", text: h.duplicates.length + " " + t.similar }));
