@@ -26,7 +26,7 @@ type Report struct {
 	// PerNode has one entry per node process slot, in node order.
 	PerNode []NodeFigures `json:"per_node,omitempty"`
 	Events  []string      `json:"events,omitempty"`
-	OK      bool           `json:"ok"`
+	OK      bool          `json:"ok"`
 	// Failures says which checks made OK false.
 	Failures []string `json:"failures,omitempty"`
 }
