@@ -103,10 +103,10 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // WriteTable prints scores as an aligned table for a person.
 func WriteTable(w io.Writer, scores []Score) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "set\tpart\tqueries\tanswered\tpartial\tfailed\tMRR@10\tS@1\tS@10\tnDCG@10\tp50 ms\tp95 ms\t")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "set\tpart\tqueries\tanswered\tpartial\tfailed\tMRR@10\tS@1\tS@10\tnDCG@10\tp50 ms\tp95 ms")
 	for _, s := range scores {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%.1f\t\n", s.Set, s.Part, s.Queries, s.Answered,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%.1f\n", s.Set, s.Part, s.Queries, s.Answered,
 			s.Partial, s.Failed, s.MRR10, s.S1, s.S10, s.NDCG10, s.P50MS, s.P95MS)
 	}
 	if err := tw.Flush(); err != nil {
