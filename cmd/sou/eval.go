@@ -72,16 +72,21 @@ apart and not scored. Exit codes: 0 all answered, 1 some searches failed,
 				}
 				sets = append(sets, s)
 			}
-			var misses *os.File
-			if missesPath != "" {
-				// Opened before the searches: a bad path fails at once.
-				if misses, err = os.Create(missesPath); err != nil {
-					return usage(fmt.Errorf("--misses: %w", err))
-				}
-				defer misses.Close()
+			o := evalOptions{concurrency: concurrency, timeout: timeout, out: cmd.OutOrStdout(), progress: cmd.ErrOrStderr()}
+			if missesPath == "" {
+				return runEval(cmd.Context(), &c, sets, split, o)
 			}
-			return runEval(cmd.Context(), &c, sets, split, evalOptions{concurrency: concurrency, timeout: timeout, misses: misses,
-				out: cmd.OutOrStdout(), progress: cmd.ErrOrStderr()})
+			// Created before the searches: a bad path fails at once.
+			f, err := os.Create(missesPath)
+			if err != nil {
+				return usage(fmt.Errorf("--misses: %w", err))
+			}
+			o.misses, o.missesPath = f, absPath(missesPath)
+			err = runEval(cmd.Context(), &c, sets, split, o)
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("--misses: %w", cerr)
+			}
+			return err
 		},
 	}
 	c.register(cmd)
@@ -97,7 +102,8 @@ apart and not scored. Exit codes: 0 all answered, 1 some searches failed,
 type evalOptions struct {
 	concurrency int
 	timeout     time.Duration
-	misses      *os.File
+	misses      io.Writer // nil: no misses file
+	missesPath  string
 	out         io.Writer
 	progress    io.Writer
 }
@@ -125,7 +131,7 @@ func runEval(ctx context.Context, c *clientFlags, sets []eval.Set, split eval.Sp
 	}
 	rep := evalReport{Node: c.node, Members: st.Members, Docs: st.Index.Docs, Split: split, At: time.Now().UTC()}
 	if o.misses != nil {
-		rep.Misses = absPath(o.misses.Name())
+		rep.Misses = o.missesPath
 		if _, err := fmt.Fprintln(o.misses, eval.MissesHeader); err != nil {
 			return fmt.Errorf("--misses: %w", err)
 		}
@@ -141,11 +147,6 @@ func runEval(ctx context.Context, c *clientFlags, sets []eval.Set, split eval.Sp
 			if err := eval.WriteMisses(o.misses, s.Name, outs); err != nil {
 				return err
 			}
-		}
-	}
-	if o.misses != nil {
-		if err := o.misses.Close(); err != nil {
-			return fmt.Errorf("--misses: %w", err)
 		}
 	}
 	if c.json {
