@@ -11,15 +11,20 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/unicodenorm"
+	unicodetok "github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/registry"
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/yanyiwu/gojieba"
 )
 
-// The Bleve baseline: gojieba search-mode cuts (CutForSearch with byte
-// offsets, the same dictionary and HMM setting as sou's analyzer), NFKC
-// width folding and lowercasing, BM25 scoring.
+// The Bleve baseline's analyzer: gojieba search-mode cuts (CutForSearch
+// with byte offsets, the same dictionary and HMM setting as sou's analyzer)
+// for runs of Han characters, Bleve's own Unicode word tokenizer (UAX #29,
+// what its standard analyzer uses) for all other text, then NFKC width
+// folding and lowercasing. That is how sou's analyzer splits the work.
+// gojieba alone, as its own Bleve integration calls it (HMM off), cuts
+// every Latin-script word outside its dictionary into single letters.
 const (
 	jiebaTokenizerName = "sou_bench_gojieba"
 	jiebaAnalyzerName  = "sou_bench_gojieba"
@@ -36,28 +41,48 @@ func sharedJieba() *gojieba.Jieba {
 	return jieba
 }
 
-// jiebaTokenizer is a Bleve tokenizer over gojieba's search mode.
-// Whitespace and punctuation tokens (gojieba returns them) are dropped,
-// which is what every gojieba/Bleve integration does and keeps the
-// Bleve index free of junk terms.
-type jiebaTokenizer struct{ j *gojieba.Jieba }
+// jiebaTokenizer is a Bleve tokenizer: gojieba's search mode on Han runs,
+// Bleve's Unicode tokenizer elsewhere. Whitespace and punctuation tokens
+// (gojieba returns them) are dropped, which is what every gojieba/Bleve
+// integration does and keeps the Bleve index free of junk terms.
+type jiebaTokenizer struct {
+	j     *gojieba.Jieba
+	words *unicodetok.UnicodeTokenizer
+}
 
 func (t *jiebaTokenizer) Tokenize(input []byte) analysis.TokenStream {
-	words := t.j.Tokenize(string(input), gojieba.SearchMode, false)
-	out := make(analysis.TokenStream, 0, len(words))
+	out := make(analysis.TokenStream, 0, len(input)/4)
 	pos := 1
-	for _, w := range words {
-		if !hasWordRune(w.Str) {
-			continue
+	for start := 0; start < len(input); {
+		han := isHan(input[start:])
+		end := start
+		for end < len(input) && isHan(input[end:]) == han {
+			_, n := utf8.DecodeRune(input[end:])
+			end += n
 		}
-		typ := analysis.AlphaNumeric
-		if r, _ := utf8.DecodeRuneInString(w.Str); unicode.Is(unicode.Han, r) {
-			typ = analysis.Ideographic
+		if han {
+			for _, w := range t.j.Tokenize(string(input[start:end]), gojieba.SearchMode, false) {
+				if !hasWordRune(w.Str) {
+					continue
+				}
+				out = append(out, &analysis.Token{Term: []byte(w.Str), Start: start + w.Start, End: start + w.End, Position: pos, Type: analysis.Ideographic})
+				pos++
+			}
+		} else {
+			for _, tok := range t.words.Tokenize(input[start:end]) {
+				tok.Start, tok.End, tok.Position = tok.Start+start, tok.End+start, pos
+				out = append(out, tok)
+				pos++
+			}
 		}
-		out = append(out, &analysis.Token{Term: []byte(w.Str), Start: w.Start, End: w.End, Position: pos, Type: typ})
-		pos++
+		start = end
 	}
 	return out
+}
+
+func isHan(b []byte) bool {
+	r, _ := utf8.DecodeRune(b)
+	return unicode.Is(unicode.Han, r)
 }
 
 func hasWordRune(s string) bool {
@@ -71,7 +96,7 @@ func hasWordRune(s string) bool {
 
 func init() {
 	err := registry.RegisterTokenizer(jiebaTokenizerName, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
-		return &jiebaTokenizer{j: sharedJieba()}, nil
+		return &jiebaTokenizer{j: sharedJieba(), words: unicodetok.NewUnicodeTokenizer()}, nil
 	})
 	if err != nil {
 		panic(err)

@@ -3,9 +3,13 @@
 // colly v2 feeding Bleve v2 (gojieba analyzer, BM25).
 //
 // Only the sou side and the shared plumbing (document sources, timing,
-// percentiles, overlap, MRR) live in non-test files; everything that imports
+// percentiles, overlap) live in non-test files; everything that imports
 // Bleve or colly is in _test.go files, so neither is linked into the sou
-// binary (nothing outside tests imports this package anyway).
+// binary (nothing outside tests imports this package anyway). Search
+// quality is scored by sou/eval, as `sou eval` and the testnet report
+// score it, so the baseline's figures and the network's compare directly;
+// docindex_qrels.py builds judgment sets from documentation indexes, and
+// quality.sh runs a corpus testnet and the baseline in one command.
 //
 // Key decisions:
 //   - Both engines get the same parsed documents (crawl.ParseHTML output),

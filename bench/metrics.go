@@ -8,13 +8,14 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"sou/eval"
 )
 
 // Query is one benchmark query; Relevant lists the URLs that answer it
@@ -60,34 +61,15 @@ func LoadQrels(ctx context.Context, script, lang string, n int) ([]Query, error)
 	if err != nil {
 		return nil, fmt.Errorf("qrels.py libreoffice %s: %w: %s", lang, err, strings.TrimSpace(stderr.String()))
 	}
-	var qs []Query
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		cols := strings.Split(line, "\t")
-		if len(cols) != 3 {
-			continue
-		}
-		qs = append(qs, Query{ID: cols[0], Text: cols[1], Relevant: strings.Split(cols[2], ",")})
+	set, err := eval.Parse(bytes.NewReader(out), "lo-"+lang)
+	if err != nil {
+		return nil, fmt.Errorf("qrels.py libreoffice %s: %w", lang, err)
 	}
-	if len(qs) == 0 {
-		return nil, fmt.Errorf("qrels.py libreoffice %s printed no queries", lang)
+	qs := make([]Query, len(set.Judgments))
+	for i, j := range set.Judgments {
+		qs[i] = Query{ID: j.ID, Text: j.Query, Relevant: j.Relevant}
 	}
 	return qs, nil
-}
-
-// MatchKey is what two URLs must share to count as the same result: host
-// (lowercase, default port dropped) and path; query and fragment ignored.
-func MatchKey(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	host := strings.ToLower(u.Host)
-	host = strings.TrimSuffix(host, ":80")
-	p := u.Path
-	if p == "" {
-		p = "/"
-	}
-	return host + p
 }
 
 // Quality holds known-item metrics over a query set.
@@ -97,7 +79,8 @@ type Quality struct {
 	Success10 float64 // share of queries with a relevant result in the top 10
 }
 
-// Judge scores ranked result lists (one per query, in query order).
+// Judge scores ranked result lists (one per query, in query order) with
+// sou/eval's rules; queries without judgments are left out.
 func Judge(qs []Query, results [][]string) Quality {
 	var q Quality
 	for i, query := range qs {
@@ -105,16 +88,9 @@ func Judge(qs []Query, results [][]string) Quality {
 			continue
 		}
 		q.Queries++
-		rel := map[string]bool{}
-		for _, r := range query.Relevant {
-			rel[MatchKey(r)] = true
-		}
-		for rank, u := range results[i][:min(10, len(results[i]))] {
-			if rel[MatchKey(u)] {
-				q.MRR10 += 1 / float64(rank+1)
-				q.Success10++
-				break
-			}
+		if rank, _ := eval.Judge(eval.Judgment{Relevant: query.Relevant}, results[i]); rank > 0 {
+			q.MRR10 += 1 / float64(rank)
+			q.Success10++
 		}
 	}
 	if q.Queries > 0 {
@@ -135,12 +111,12 @@ func Overlap(a, b [][]string) (shared, jaccard float64) {
 		x, y := a[i][:min(10, len(a[i]))], b[i][:min(10, len(b[i]))]
 		set := map[string]bool{}
 		for _, u := range x {
-			set[MatchKey(u)] = true
+			set[eval.MatchKey(u)] = true
 		}
 		inter := 0
 		union := len(set)
 		for _, u := range y {
-			k := MatchKey(u)
+			k := eval.MatchKey(u)
 			if set[k] {
 				inter++
 			} else {

@@ -53,6 +53,13 @@ func OpenSouWith(dir string, opts index.Options) (*SouEngine, error) {
 	return &SouEngine{dir: dir, db: db, ix: ix, local: search.NewLocal(ix, search.DefaultParams())}, nil
 }
 
+// WithParams returns an engine that searches the same index with ranking
+// parameters p (to measure what each signal adds). It shares e's index:
+// close e, not it.
+func (e *SouEngine) WithParams(p search.Params) *SouEngine {
+	return &SouEngine{dir: e.dir, db: e.db, ix: e.ix, local: search.NewLocal(e.ix, p)}
+}
+
 // Dir is the Badger directory.
 func (e *SouEngine) Dir() string { return e.dir }
 

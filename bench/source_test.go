@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -47,16 +49,31 @@ func TestCorpusDocs(t *testing.T) {
 }
 
 func TestLoadQrels(t *testing.T) {
-	script := filepath.Join(t.TempDir(), "qrels.py")
-	body := "import sys\nprint('lo-%s-0000\\t打印 页面\\thttp://help.libreoffice.test/a.html,http://help.libreoffice.test/b.html' % sys.argv[2])\nprint('malformed line')\n"
-	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
 	}
-	qs, err := LoadQrels(context.Background(), script, "zh-CN", 10)
-	if err != nil {
-		t.Skipf("python3 not usable here: %v", err)
+	good := "import sys\nprint('lo-%s-0000\\t打印 页面\\thttp://help.libreoffice.test/a.html,http://help.libreoffice.test/b.html' % sys.argv[2])\n"
+	tests := []struct {
+		name, body, err string
+	}{
+		{"good", good, ""},
+		{"a malformed line is an error, not skipped", good + "print('malformed line')\n", "line 2"},
+		{"nothing printed", "pass\n", "no judgments"},
 	}
-	if len(qs) != 1 || qs[0].ID != "lo-zh-CN-0000" || qs[0].Text != "打印 页面" || len(qs[0].Relevant) != 2 {
-		t.Fatalf("LoadQrels = %+v", qs)
+	for _, tc := range tests {
+		script := filepath.Join(t.TempDir(), "qrels.py")
+		if err := os.WriteFile(script, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		qs, err := LoadQrels(context.Background(), script, "zh-CN", 10)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || len(qs) != 1 || qs[0].ID != "lo-zh-CN-0000" || qs[0].Text != "打印 页面" || len(qs[0].Relevant) != 2 {
+			t.Errorf("%s: LoadQrels = %+v, %v", tc.name, qs, err)
+		}
 	}
 }

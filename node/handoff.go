@@ -344,6 +344,26 @@ func handoffFrom(members, founders []peer.ID, self, from peer.ID, host string, r
 	return rank(prior, host, r, from) >= 0 && rank(members, host, r+1, self) >= 0
 }
 
+// crawlsIn says whether from crawls host in the view members: it is the
+// owner, or the second closest while the closest joined so recently that
+// from may not have heard of it yet (newJoiner).
+func crawlsIn(members []peer.ID, from peer.ID, host string, newJoiner func(peer.ID) bool) bool {
+	closest := p2p.ReplicasOf(members, host, 2)
+	switch {
+	case len(closest) > 0 && closest[0] == from:
+		return true
+	case len(closest) > 1 && closest[1] == from:
+		return newJoiner(closest[0])
+	}
+	return false
+}
+
+// crawls is crawlsIn for this node's view; a member that joined within
+// the recent grace (two membership timeouts) counts as new.
+func (n *Node) crawls(members []peer.ID, from peer.ID, host string) bool {
+	return crawlsIn(members, from, host, func(p peer.ID) bool { return n.joinedWithin(p, n.recent.grace) })
+}
+
 func (n *Node) replicaAuthorised(from peer.ID, host string) bool {
 	if !n.net.IsMember(from) {
 		return false

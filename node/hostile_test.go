@@ -286,3 +286,29 @@ func TestGobBombRefused(t *testing.T) {
 		t.Fatal("the member's bomb was not counted as malformed")
 	}
 }
+
+// TestCrawlsIn: whose links about a host are taken as found on it.
+func TestCrawlsIn(t *testing.T) {
+	members := namedPeers("m", 6)
+	const host = "h.test"
+	o := p2p.ReplicasOf(members, host, len(members))
+	isNew := func(p peer.ID) bool { return p == o[0] }
+	never := func(peer.ID) bool { return false }
+	tests := []struct {
+		name   string
+		from   peer.ID
+		recent func(peer.ID) bool
+		want   bool
+	}{
+		{"the owner", o[0], never, true},
+		{"the replica", o[1], never, false},
+		{"the replica while the owner just joined (the replica crawled it until then)", o[1], isNew, true},
+		{"the third closest while the owner just joined", o[2], isNew, false},
+		{"a far member", o[5], never, false},
+	}
+	for _, tc := range tests {
+		if got := crawlsIn(members, tc.from, host, tc.recent); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

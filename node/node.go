@@ -309,10 +309,10 @@ func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad
 
 // receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
 // what we do not own, so everything here is ours. A link its sender found
-// itself (Hops 0) must come from a page of a host the sender holds: a
-// member cannot put words in the mouth of hosts it does not crawl, as
-// links to this node's hosts or as their anchor text. Records passed on
-// by members on the way (Hops > 0) are taken as they come.
+// itself (Hops 0) must come from a page of a host the sender crawls
+// (crawls): a member cannot put words in the mouth of hosts it does not
+// crawl, as links to this node's hosts or as their anchor text. Records
+// passed on by members on the way (Hops > 0) are taken as they come.
 func (n *Node) receiveURLs(ctx context.Context, from p2pPeer, recs []p2p.URLRecord) error {
 	if err := n.intakeOK(); err != nil {
 		return err // the sender keeps the batch in its outbox
@@ -322,8 +322,7 @@ func (n *Node) receiveURLs(ctx context.Context, from p2pPeer, recs []p2p.URLReco
 	members := n.memberIDs()
 	refused := 0
 	for _, r := range recs {
-		if r.Hops == 0 && r.SourceHost != "" && from != n.net.ID() &&
-			rank(members, r.SourceHost, n.net.ReplicationFactor()+1, from) < 0 {
+		if r.Hops == 0 && r.SourceHost != "" && from != n.net.ID() && !n.crawls(members, from, r.SourceHost) {
 			refused++
 			continue
 		}

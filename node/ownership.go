@@ -270,6 +270,8 @@ type recent struct {
 	// seen in this one.
 	unseen map[peer.ID]bool
 	grace  time.Duration
+	// joined is when each current member joined this node's view.
+	joined map[peer.ID]time.Time
 }
 
 const prefixMember = "n:m/"
@@ -282,6 +284,7 @@ func recentGrace(memberTimeout time.Duration) time.Duration { return 2 * memberT
 func (n *Node) loadRemembered(grace time.Duration) error {
 	n.recent.until = map[peer.ID]time.Time{}
 	n.recent.unseen = map[peer.ID]bool{}
+	n.recent.joined = map[peer.ID]time.Time{}
 	n.recent.grace = grace
 	until := time.Now().Add(grace)
 	return n.db.View(func(txn *badger.Txn) error {
@@ -305,8 +308,12 @@ func (n *Node) memberEvent(id peer.ID, joined bool) {
 	if joined {
 		delete(n.recent.until, id)
 		delete(n.recent.unseen, id)
+		if n.recent.joined != nil {
+			n.recent.joined[id] = time.Now()
+		}
 	} else {
 		n.recent.until[id] = time.Now().Add(n.recent.grace)
+		delete(n.recent.joined, id)
 	}
 	n.recent.mu.Unlock()
 	key := []byte(prefixMember + id.String())
@@ -319,6 +326,15 @@ func (n *Node) memberEvent(id peer.ID, joined bool) {
 	if err != nil {
 		n.errs.add("remember member", err)
 	}
+}
+
+// joinedWithin reports whether member p joined this node's view less than
+// d ago.
+func (n *Node) joinedWithin(p peer.ID, d time.Duration) bool {
+	n.recent.mu.Lock()
+	defer n.recent.mu.Unlock()
+	at, ok := n.recent.joined[p]
+	return ok && time.Since(at) < d
 }
 
 // ownsAmongRecent reports whether this node owns host when the members

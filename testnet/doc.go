@@ -3,6 +3,22 @@
 // the WAN simulator, and the reports computed from what the simulated web
 // saw.
 //
+// Report decisions of `sou testnet run`:
+//   - Judged queries (--qrels, sou/eval's files) run at the first live node
+//     one at a time with a 2 s deadline, over the part --qrels-split (all
+//     by default, the dev and test parts then reported apart). Searches
+//     that fail or miss a peer are counted, not scored. The search section
+//     keeps the first file's mrr10, s10, s1 and ndcg10; --report-dir gets
+//     misses.tsv.
+//   - On a web of directory sites, the crawl section's corpus_html_* keys
+//     count the .html and .htm files under the docroots (each path, a
+//     symlink included; not inside symlinked directories) and those the
+//     web answered 200 in full, by their own URL or, for an index.html,
+//     by their directory's: unlike coverage, this counts pages no link
+//     leads to.
+//     --report-dir gets pages-fetched.txt, the page list bench's Bleve
+//     baseline indexes to rank the same pages.
+//
 // The WAN simulator (Sim, `sou testnet sim`, sim*.go) runs N real nodes —
 // node.Node with its Badger store, index, crawler, p2p layer and search
 // coordinator — in this process, each on a go-libp2p mocknet host

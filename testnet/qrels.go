@@ -1,89 +1,89 @@
 package testnet
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/url"
-	"os"
-	"strings"
+	"path/filepath"
 	"time"
 
+	"sou/eval"
 	"sou/search"
 )
 
-// qrel is one known-item judgment: a query and the URLs that answer it.
-type qrel struct {
-	ID, Query string
-	Relevant  []string
+// QrelsScore is the known-item quality on one judgment file, over the part
+// the run scored (its part key); when that is all, Parts has the dev and
+// the test part apart.
+type QrelsScore struct {
+	File string `json:"file"`
+	eval.Score
+	Parts []eval.Score `json:"parts,omitempty"`
 }
 
-// readQrels reads the TSV that ../shared/corpus/qrels.py prints:
-// QID <tab> QUERY <tab> URL[,URL...].
-func readQrels(path string) ([]qrel, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--qrels: %w", err)
-	}
-	defer f.Close()
-	var out []qrel
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		parts := strings.Split(sc.Text(), "\t")
-		if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-			return nil, fmt.Errorf("%s:%d: want QID<TAB>QUERY<TAB>URL[,URL...]", path, line)
-		}
-		out = append(out, qrel{ID: parts[0], Query: parts[1], Relevant: strings.Split(parts[2], ",")})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s holds no judgments", path)
-	}
-	return out, nil
+// qrelsRun is one judgment file's outcomes, kept for the misses file.
+type qrelsRun struct {
+	set  string
+	outs []eval.Outcome
 }
 
-// hostPath is what a known-item match compares: host (lowercase, default
-// port dropped) and path; query string and fragment ignored. It matches
-// bench.MatchKey, which scores the side-by-side benchmark the same way.
-func hostPath(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	p := u.EscapedPath()
-	if p == "" {
-		p = "/"
-	}
-	return strings.TrimSuffix(strings.ToLower(u.Host), ":80") + p
-}
+// qrelsDeadline is the search deadline of the judged queries: long enough
+// that a shard on a loaded two-core machine still answers, so that
+// coverage stays complete and every query is scored.
+const qrelsDeadline = 2 * time.Second
 
-// scoreQrels runs every judged query at node p and returns MRR@10 and
-// Success@10.
-func scoreQrels(ctx context.Context, p *nodeProc, qs []qrel) (mrr, s10 float64, err error) {
-	for _, q := range qs {
-		v := url.Values{"q": {q.Query}, "n": {"10"}, "timeout": {(2 * time.Second).String()}}
+// scoreQrels runs the judged queries of each file (the part split) at node
+// p, one at a time so that the latencies are the searches' own, and fills
+// the search section's quality keys: mrr10, s10, s1 and ndcg10 of the first
+// file, and one qrels entry per file.
+func scoreQrels(ctx context.Context, p *nodeProc, files []string, split eval.Split, sr *SearchReport, logf func(string, ...any)) error {
+	searcher := func(ctx context.Context, q string) (eval.Answer, error) {
+		v := url.Values{"q": {q}, "n": {"10"}, "timeout": {qrelsDeadline.String()}}
 		var resp search.Response
 		if err := p.getJSON(ctx, "/api/search?"+v.Encode(), &resp); err != nil {
-			return 0, 0, fmt.Errorf("qrels query %s %q: %w", q.ID, q.Query, err)
+			return eval.Answer{}, err
 		}
-		want := map[string]bool{}
-		for _, r := range q.Relevant {
-			want[hostPath(r)] = true
+		a := eval.Answer{Partial: !resp.Coverage.Complete}
+		for _, r := range resp.Results {
+			a.URLs = append(a.URLs, r.URL)
 		}
-		for i, r := range resp.Results {
-			if want[hostPath(r.URL)] {
-				mrr += 1 / float64(i+1)
-				s10++
-				break
-			}
+		return a, nil
+	}
+	sr.QrelsSplit = split
+	for i, path := range files {
+		set, err := eval.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("--qrels: %w", err)
+		}
+		outs, err := eval.Run(ctx, set, split, searcher, 1)
+		if err != nil {
+			return err
+		}
+		scores := eval.Scores(set.Name, split, outs)
+		q := QrelsScore{File: filepath.Base(path), Score: scores[len(scores)-1]}
+		if split == eval.All {
+			q.Parts = scores[:2]
+		}
+		if i == 0 {
+			sr.MRR10, sr.S10, sr.S1, sr.NDCG10 = q.MRR10, q.S10, q.S1, q.NDCG10
+		}
+		sr.Qrels = append(sr.Qrels, q)
+		sr.qrelsRuns = append(sr.qrelsRuns, qrelsRun{set: set.Name, outs: outs})
+		logf("qrels %s (%s): %d queries, %d answered, %d partial, %d failed; MRR@10 %.3f, S@1 %.3f, S@10 %.3f, nDCG@10 %.3f",
+			path, split, q.Queries, q.Answered, q.Partial, q.Failed, q.MRR10, q.S1, q.S10, q.NDCG10)
+	}
+	return nil
+}
+
+// writeMisses writes the misses file of the judged queries (eval.WriteMisses).
+func (sr *SearchReport) writeMisses(w io.Writer) error {
+	if _, err := fmt.Fprintln(w, eval.MissesHeader); err != nil {
+		return fmt.Errorf("write misses: %w", err)
+	}
+	for _, r := range sr.qrelsRuns {
+		if err := eval.WriteMisses(w, r.set, r.outs); err != nil {
+			return err
 		}
 	}
-	n := float64(len(qs))
-	return round3(mrr / n), round3(s10 / n), nil
+	return nil
 }

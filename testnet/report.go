@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"sou/eval"
 	"sou/search"
 	"sou/testnet/simweb"
 )
@@ -69,6 +70,9 @@ type CrawlReport struct {
 	// HostsByNode counts, per host, how many nodes fetched from it (owner
 	// exclusivity): hosts fetched by more than one node.
 	HostsSharedByNodes int `json:"hosts_shared_by_nodes"`
+	// CorpusHTML adds the corpus_html_* keys when the web served directory
+	// sites.
+	*CorpusHTML
 }
 
 // NetworkReport is the network section (issue 5).
@@ -90,10 +94,17 @@ type SearchReport struct {
 	CoverageMin    float64 `json:"coverage_min"`
 	RankConsistent bool    `json:"rank_consistent"`
 	ZeroResults    int     `json:"zero_results"`
-	MRR10          float64 `json:"mrr10,omitempty"`
-	S10            float64 `json:"s10,omitempty"`
-	// Qrels has one entry per --qrels file.
-	Qrels []QrelsScore `json:"qrels,omitempty"`
+	// MRR10, S10, S1 and NDCG10 are the first --qrels file's, over the
+	// part QrelsSplit; Qrels has one entry per --qrels file.
+	MRR10      float64      `json:"mrr10,omitempty"`
+	S10        float64      `json:"s10,omitempty"`
+	S1         float64      `json:"s1,omitempty"`
+	NDCG10     float64      `json:"ndcg10,omitempty"`
+	QrelsSplit eval.Split   `json:"qrels_split,omitempty"`
+	Qrels      []QrelsScore `json:"qrels,omitempty"`
+	// qrelsRuns are the judged queries' outcomes, for the misses file of
+	// --report-dir.
+	qrelsRuns []qrelsRun
 	// AfterKill is filled by --kill-after-crawl.
 	AfterKill *AfterKillReport `json:"after_kill,omitempty"`
 	// Slowest are the query phase's slowest searches, slowest first, with
@@ -156,14 +167,6 @@ func (sr *SearchReport) noteLatency(query string, node int, ms float64, resp *se
 	if len(sr.Slowest) > slowestKept {
 		sr.Slowest = sr.Slowest[:slowestKept]
 	}
-}
-
-// QrelsScore is the known-item quality on one judgment file.
-type QrelsScore struct {
-	File    string  `json:"file"`
-	Queries int     `json:"queries"`
-	MRR10   float64 `json:"mrr10"`
-	S10     float64 `json:"s10"`
 }
 
 // AfterKillReport: searches while a node is dead and after its replica took

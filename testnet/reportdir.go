@@ -20,6 +20,8 @@ const (
 	plotPagesFile    = "pages-over-time.svg"
 	plotRateFile     = "fetch-rate.svg"
 	plotLatencyFile  = "query-latency.svg"
+	missesFile       = "misses.tsv"
+	pagesFetchedFile = "pages-fetched.txt"
 	maxPlottedNodes  = 10
 	latencyHistoBins = 30
 )
@@ -28,7 +30,11 @@ const (
 // Markdown summary, and three plots drawn from the simulated web's request
 // log (pages over time per node, fetch rate) and from the query phase
 // (latency distribution). A node is its client IP: every node of a testnet
-// fetches from its own loopback address.
+// fetches from its own loopback address. With judged queries it adds their
+// misses (misses.tsv, sou/eval's format); on a web of directory sites, the
+// URLs fetched with a complete 200 answer (pages-fetched.txt, sorted), which
+// is the page list the Bleve baseline in bench indexes to compare on the
+// same pages.
 func WriteReportDir(dir string, rep *Report, reqs []simweb.Request) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--report-dir: %w", err)
@@ -44,6 +50,16 @@ func WriteReportDir(dir string, rep *Report, reqs []simweb.Request) error {
 		plotRateFile:    []byte(rateChart(fetches).SVG()),
 		plotLatencyFile: []byte(latencyChart(rep.Search).SVG()),
 		reportMDFile:    reportMarkdown(rep),
+	}
+	if rep.Search != nil && len(rep.Search.qrelsRuns) > 0 {
+		var b bytes.Buffer
+		if err := rep.Search.writeMisses(&b); err != nil {
+			return err
+		}
+		files[missesFile] = b.Bytes()
+	}
+	if rep.Crawl.CorpusHTML != nil {
+		files[pagesFetchedFile] = pagesFetched(fetches)
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
@@ -202,6 +218,26 @@ func reportMarkdown(rep *Report) []byte {
 	fmt.Fprintf(&b, "![pages over time](%s)\n\n![fetch rate](%s)\n\n", plotPagesFile, plotRateFile)
 	if rep.Search != nil {
 		fmt.Fprintf(&b, "![query latency](%s)\n", plotLatencyFile)
+	}
+	return b.Bytes()
+}
+
+// pagesFetched lists, sorted and one a line, the URLs (robots.txt aside)
+// answered 200 with a complete response.
+func pagesFetched(fetches []fetch) []byte {
+	seen := map[string]bool{}
+	var urls []string
+	for _, f := range fetches {
+		if f.Complete && f.Status == 200 && f.URL != "" && f.Path != "/robots.txt" && !seen[f.URL] {
+			seen[f.URL] = true
+			urls = append(urls, f.URL)
+		}
+	}
+	sort.Strings(urls)
+	var b bytes.Buffer
+	for _, u := range urls {
+		b.WriteString(u)
+		b.WriteByte('\n')
 	}
 	return b.Bytes()
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sou/crawl"
+	"sou/eval"
 	"sou/index"
 	"sou/node"
 	"sou/p2p"
@@ -60,10 +61,11 @@ type RunConfig struct {
 	// coverage, and that once its replica took over they return the same
 	// top 10 as before the kill.
 	KillAfterCrawl bool
-	// Qrels are known-item judgment files (../shared/corpus/qrels.py), each
-	// scored as MRR@10 and Success@10 in the search section (the first also
-	// as its mrr10 and s10).
-	Qrels []string
+	// Qrels are known-item judgment files (sou/eval's format), each scored
+	// over the part QrelsSplit ("" = all) in the search section (the first
+	// also as its mrr10, s10, s1 and ndcg10); ReportDir gets their misses.
+	Qrels      []string
+	QrelsSplit eval.Split
 	// Hostile is how many attackers (testnet/attack) join the network
 	// once it has formed and attack it through the crawl and the query
 	// phase; HostileClasses selects their attack classes (nil = all).
@@ -132,11 +134,17 @@ func (c *RunConfig) Validate() error {
 		}
 	}
 	for _, q := range c.Qrels {
-		if _, err := os.Stat(q); err != nil {
+		// Read now: a bad line should not wait for the end of the crawl.
+		if _, err := eval.ReadFile(q); err != nil {
 			return fmt.Errorf("--qrels: %w", err)
 		}
 		if c.Queries == 0 {
 			return errors.New("--qrels needs the query phase (--queries > 0)")
+		}
+	}
+	if c.QrelsSplit != "" {
+		if _, err := eval.ParseSplit(string(c.QrelsSplit)); err != nil {
+			return fmt.Errorf("--qrels-split: %w", err)
 		}
 	}
 	if _, err := parseTrigger("join-at", c.JoinAt); err != nil {
@@ -258,6 +266,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		return d
 	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
 	rep.Crawl.classify(fetches, kills.list())
+	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches); err != nil {
+		// The report stands without this figure; say why it is missing.
+		rep.Events = append(rep.Events, err.Error())
+		logf("%v", err)
+	}
 	statuses := liveStatuses(ctx, l)
 	for _, st := range statuses {
 		for class, n := range st.Crawl.ErrorsByClass {
@@ -271,20 +284,14 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			return nil, err
 		}
 		rep.Search = sr
-		for i, path := range cfg.Qrels {
-			qs, err := readQrels(path)
-			if err != nil {
+		if len(cfg.Qrels) > 0 {
+			split := cfg.QrelsSplit
+			if split == "" {
+				split = eval.All
+			}
+			if err := scoreQrels(ctx, l.live()[0], cfg.Qrels, split, sr, logf); err != nil {
 				return nil, err
 			}
-			mrr, s10, err := scoreQrels(ctx, l.live()[0], qs)
-			if err != nil {
-				return nil, err
-			}
-			if i == 0 {
-				sr.MRR10, sr.S10 = mrr, s10
-			}
-			sr.Qrels = append(sr.Qrels, QrelsScore{File: filepath.Base(path), Queries: len(qs), MRR10: mrr, S10: s10})
-			logf("qrels %s: %d queries, MRR@10 %.3f, Success@10 %.3f", path, len(qs), mrr, s10)
 		}
 		if cfg.KillAfterCrawl {
 			// Fresh queries for the searches during the outage: the

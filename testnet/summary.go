@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"sou/eval"
 )
 
 // PrintSummary writes the report for a person.
@@ -14,6 +16,15 @@ func PrintSummary(w io.Writer, r *Report) {
 		c.PagesFetched, c.PagesExpected, c.Coverage, c.Seconds, c.PagesPerSecond, c.Requests)
 	fmt.Fprintf(w, "         duplicate fetches %d, robots violations %d, politeness violations %d\n",
 		c.DuplicateFetches, c.RobotsViolations, c.PolitenessViolations)
+	if h := c.CorpusHTML; h != nil {
+		fmt.Fprintf(w, "         corpus HTML files fetched %d/%d (%.4f)", h.Fetched, h.Files, h.Coverage)
+		for _, host := range sortedHosts(h.BySite) {
+			if s := h.BySite[host]; s.Fetched < s.Files {
+				fmt.Fprintf(w, "; %s %d/%d", host, s.Fetched, s.Files)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	classes := make([]string, 0, len(c.ErrorsByClass))
 	for k := range c.ErrorsByClass {
 		classes = append(classes, k)
@@ -35,8 +46,14 @@ func PrintSummary(w io.Writer, r *Report) {
 		}
 	}
 	if s := r.Search; s != nil {
-		for _, q := range s.Qrels {
-			fmt.Fprintf(w, "quality: %s: %d queries, MRR@10 %.3f, Success@10 %.3f\n", q.File, q.Queries, q.MRR10, q.S10)
+		if len(s.Qrels) > 0 {
+			var rows []eval.Score
+			for _, q := range s.Qrels {
+				rows = append(rows, q.Parts...)
+				rows = append(rows, q.Score)
+			}
+			fmt.Fprintf(w, "quality: judged queries, split %s:\n", s.QrelsSplit)
+			_ = eval.WriteTable(w, rows)
 		}
 		if k := s.AfterKill; k != nil {
 			fmt.Fprintf(w, "kill:    node %d killed after the crawl: partial coverage reported %v, max latency %.1f ms, late %d, top 10 unchanged after takeover %v (%d of %d changed)\n",

@@ -51,6 +51,6 @@ func newRootCmd() *cobra.Command {
 		Short: "Simulated web and test networks on this machine",
 	}
 	testnet.AddCommand(newTestnetWebCmd(), newTestnetRunCmd(), newTestnetUpCmd(), newTestnetSimCmd())
-	root.AddCommand(newNodeCmd(), newSearchCmd(), newCrawlCmd(), newStatusCmd(), newPeersCmd(), newExportCmd(), testnet)
+	root.AddCommand(newNodeCmd(), newSearchCmd(), newCrawlCmd(), newStatusCmd(), newPeersCmd(), newEvalCmd(), newExportCmd(), testnet)
 	return root
 }

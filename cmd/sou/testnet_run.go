@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sou/eval"
 	"sou/testnet"
 	"sou/testnet/attack"
 )
@@ -66,7 +67,8 @@ func newTestnetRunCmd() *cobra.Command {
 	f.StringVar(&cfg.RestartAt, "restart-at", "", "SIGKILL a node at this crawl fraction or time and restart it once the others have seen it leave")
 	f.StringVar(&cfg.ReportDir, "report-dir", "", "write report.json, report.md and SVG plots (pages over time per node, fetch rate, query latency) to this directory")
 	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
-	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (../shared/corpus/qrels.py output) to score as MRR@10 and Success@10")
+	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (QID<TAB>QUERY<TAB>URL[,URL...], see `sou eval`) to score as MRR@10, Success@1/10 and nDCG@10; --report-dir gets their misses")
+	f.StringVar((*string)(&cfg.QrelsSplit), "qrels-split", string(eval.All), "part of each --qrels set to score: dev, test or all (both, reported apart)")
 	f.BoolVar(&cfg.KillAfterCrawl, "kill-after-crawl", false, "after the query phase, SIGKILL a node and check search coverage and the top 10 after the takeover")
 	f.IntVar(&cfg.Hostile, "hostile", 0, "start this many attackers (every attack class) once the network has formed; the report gains a hostile section")
 	f.StringSliceVar(&cfg.HostileClasses, "hostile-classes", nil, "the attackers' classes (default all): "+strings.Join(attack.Classes, ", "))
