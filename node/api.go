@@ -289,17 +289,20 @@ func (n *Node) handleCrawl(w http.ResponseWriter, r *http.Request) {
 
 // Status is GET /api/status.
 type Status struct {
-	PeerID          string      `json:"peer_id"`
-	Addrs           []string    `json:"addrs"`
-	Network         string      `json:"network"`
-	DataDir         string      `json:"data_dir"`
-	UptimeS         float64     `json:"uptime_s"`
-	Members         int         `json:"members"`
-	KeyPrefix       string      `json:"key_prefix"`
-	OwnedHosts      int         `json:"owned_hosts"`
-	KnownHosts      int         `json:"known_hosts"`
-	Crawl           crawl.Stats `json:"crawl"`
-	Idle            bool        `json:"idle"`
+	PeerID     string      `json:"peer_id"`
+	Addrs      []string    `json:"addrs"`
+	Network    string      `json:"network"`
+	DataDir    string      `json:"data_dir"`
+	UptimeS    float64     `json:"uptime_s"`
+	Members    int         `json:"members"`
+	KeyPrefix  string      `json:"key_prefix"`
+	OwnedHosts int         `json:"owned_hosts"`
+	KnownHosts int         `json:"known_hosts"`
+	Crawl      crawl.Stats `json:"crawl"`
+	Idle       bool        `json:"idle"`
+	// CrawlIdle is Idle without the outbox: nothing to crawl and every
+	// stored page searchable, whatever waits for other members.
+	CrawlIdle       bool        `json:"crawl_idle"`
 	Index           index.Stats `json:"index"`
 	Outbox          int         `json:"outbox"`
 	P2P             p2p.Stats   `json:"p2p"`
@@ -345,7 +348,8 @@ func (n *Node) Status(ctx context.Context) Status {
 	}
 	// Idle: nothing to crawl, nothing to forward, and every stored page
 	// searchable.
-	s.Idle = n.crawler.Idle() && s.Outbox == 0 && s.Index.Pending == 0
+	s.CrawlIdle = n.crawler.Idle() && s.Index.Pending == 0
+	s.Idle = s.CrawlIdle && s.Outbox == 0
 	s.BadgerLSM, s.BadgerVLog = n.dbSize()
 	if s.Errors == nil {
 		s.Errors = []RecentError{}

@@ -10,12 +10,33 @@
 // over) only when it has hosts for it or when it is among the joiner's 16
 // closest members by its own, settled view, and a joiner waits (at most
 // 15 s) for the manifests of its 8 closest members before it crawls
-// anything; a host named in any manifest waits for its handoff. Until
-// issue 8 every member sent every joiner a manifest and every joiner
-// awaited all of them: N² messages and connections when a network starts,
-// which kept a 128-node simulation from coming up. The reasoning, the
-// measurement behind the sizes and what a view that has not settled does
-// are in settling (ownership.go).
+// anything; a host named in any manifest waits for its handoff (once, for
+// at most hostWait). The reasoning, the sizes and what a view that has not
+// settled does are in settling (ownership.go).
+//
+// # What peers send: decoded bounded, authorised by who sent it
+//
+// Every payload a peer delivers (handoff pages and crawl state, replicas,
+// pulls, manifests) is decoded by peermsg's bounded, versioned codecs; one
+// that does not decode is malformed, and p2p throttles its sender. p2p
+// serves members only. Then each item is authorised by its sender's role
+// for its host, by this node's own view (handoff.go): replica items only
+// from a member closer to the host than this node and among its R closest
+// (the owner; a replica cannot write to its owner), or from a member this
+// node asked in a pull; handoffs and manifests only from a founder of this
+// node's view (a member met while it joined) among the R closest of those
+// to the host, to a node among the R+1 closest; pulls only from one of the
+// R closest; URL records (urlFrom) only as links found on a host the
+// sender crawls, as relayed records from a member near the host, or as
+// seeds within a per-member budget. What is refused is counted
+// (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded
+// rate. What this cannot stop is a member's word about hosts it holds
+// itself: RELIABILITY.md says what one member can still do.
+//
+// Durability of what peers deliver: with --sync acked (the default) the
+// node syncs Badger's logs before it acknowledges a replica, handoff or
+// URL batch, since the sender forgets what was acknowledged; --sync always
+// syncs every write, --sync none nothing.
 //
 // # The HTTP API and UI: who may ask what (httpguard.go, session.go)
 //

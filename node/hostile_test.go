@@ -312,3 +312,52 @@ func TestCrawlsIn(t *testing.T) {
 		}
 	}
 }
+
+// TestURLsVouchedForBySender: which forwarded records a node takes, by
+// who sent them (urlFrom, the p2p URL filter).
+func TestURLsVouchedForBySender(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	nodes := threeNodes(t)
+	n0 := nodes[0]
+	var source string
+	var owner, third peer.ID
+	for i := 0; source == ""; i++ {
+		h := fmt.Sprintf("source-%d.example", i)
+		reps := p2p.ReplicasOf(n0.memberIDs(), h, 3)
+		if reps[0] != n0.net.ID() && reps[2] != n0.net.ID() {
+			source, owner, third = h, reps[0], reps[2]
+		}
+	}
+	link := p2p.URLRecord{URL: "http://target.example/x", SourceHost: source}
+	relayed := link
+	relayed.Hops = 1
+	seed := p2p.URLRecord{URL: "http://target.example/seed"}
+	tests := []struct {
+		name string
+		from peer.ID
+		rec  p2p.URLRecord
+		want bool
+	}{
+		{"a link from the source host's owner", owner, link, true},
+		{"a link from a member that does not crawl the source host", third, link, false},
+		{"a relayed record from a member near the target", third, p2p.URLRecord{URL: "http://" + source + "/y", Hops: 1}, true},
+		{"a seed", third, seed, true},
+	}
+	for _, tc := range tests {
+		if got := n0.urlFrom(tc.from, tc.rec); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Seeds are budgeted per member.
+	taken := 0
+	for range seedBurst + 100 {
+		if n0.urlFrom(third, seed) {
+			taken++
+		}
+	}
+	if taken > seedBurst {
+		t.Fatalf("%d seeds taken from one member in a burst, budget %d", taken, seedBurst)
+	}
+}

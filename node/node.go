@@ -41,6 +41,7 @@ type Node struct {
 	// replicas are the hosts held here only as a replica.
 	replicas replicaHosts
 	pulls    pulls
+	seeds    seedBudget
 	// ctx is Run's context, for work started from callbacks.
 	ctx    context.Context
 	settle *settling
@@ -161,6 +162,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 		return nil, err
 	}
 	n.net.SetURLHandler(n.receiveURLs)
+	n.net.SetURLFilter(n.urlFrom)
 	n.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
 		return n.coord.HandleShardRequest(ctx, req)
 	})
@@ -308,30 +310,20 @@ type BadURLsError struct{ Bad []string }
 func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad, "; ") }
 
 // receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
-// what we do not own, so everything here is ours. A link its sender found
-// itself (Hops 0) must come from a page of a host the sender crawls
-// (crawls): a member cannot put words in the mouth of hosts it does not
-// crawl, as links to this node's hosts or as their anchor text. Records
-// passed on by members on the way (Hops > 0) are taken as they come.
-func (n *Node) receiveURLs(ctx context.Context, from p2pPeer, recs []p2p.URLRecord) error {
+// what we do not own, and checked each record with urlFrom where it first
+// arrived, so everything here is ours.
+func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord) error {
 	if err := n.intakeOK(); err != nil {
 		return err // the sender keeps the batch in its outbox
 	}
 	ds := make([]crawl.Discovered, 0, len(recs))
 	anchors := map[string][]string{}
-	members := n.memberIDs()
-	refused := 0
 	for _, r := range recs {
-		if r.Hops == 0 && r.SourceHost != "" && from != n.net.ID() && !n.crawls(members, from, r.SourceHost) {
-			refused++
-			continue
-		}
 		ds = append(ds, crawl.Discovered{URL: r.URL, Anchor: r.Anchor, SourceHost: r.SourceHost, Cash: r.Cash, Depth: r.Depth})
 		if r.Anchor != "" && r.SourceHost != "" {
 			anchors[r.URL] = append(anchors[r.URL], r.Anchor)
 		}
 	}
-	n.refuse(from, "forwarded URLs from hosts the sender does not hold", refused)
 	if err := n.crawler.Add(ctx, ds); err != nil {
 		return err
 	}
@@ -339,6 +331,59 @@ func (n *Node) receiveURLs(ctx context.Context, from p2pPeer, recs []p2p.URLReco
 		return err
 	}
 	return n.syncAcknowledged(len(recs) > 0)
+}
+
+// urlFrom is the URL filter (p2p.SetURLFilter): which records a member may
+// send. A link it found itself (Hops 0) must come from a page of a host it
+// crawls (crawls): a member cannot put words in the mouth of hosts it does
+// not crawl, as links to this node's hosts or as their anchor text. A
+// record without a source host is a seed a user submitted at the sender,
+// and seeds are budgeted per sender (seedBudget). A record passed on by a
+// member on the way (Hops > 0) must come from a member among the R+1
+// closest to its host: members forward a record to the closest member
+// they know, and the first receiver was the owner in the origin's view.
+func (n *Node) urlFrom(from peer.ID, r p2p.URLRecord) bool {
+	members := n.memberIDs()
+	switch {
+	case r.Hops > 0:
+		return rank(members, hostOf(r.URL), n.net.ReplicationFactor()+1, from) >= 0
+	case r.SourceHost == "":
+		return n.seeds.allow(from)
+	}
+	return n.crawls(members, from, r.SourceHost)
+}
+
+// seedBudget bounds the seeds each member may submit through this node:
+// seedsPerSecond, saved up to seedBurst (a user's batch of seeds).
+type seedBudget struct {
+	mu  sync.Mutex
+	per map[peer.ID]*rate.Limiter
+}
+
+const (
+	seedsPerSecond = 10
+	seedBurst      = 10_000
+)
+
+func (b *seedBudget) allow(p peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.per == nil {
+		b.per = map[peer.ID]*rate.Limiter{}
+	}
+	l := b.per[p]
+	if l == nil {
+		l = rate.NewLimiter(seedsPerSecond, seedBurst)
+		b.per[p] = l
+	}
+	return l.Allow()
+}
+
+// forget drops p's budget (it left).
+func (b *seedBudget) forget(p peer.ID) {
+	b.mu.Lock()
+	delete(b.per, p)
+	b.mu.Unlock()
 }
 
 // publishLoad keeps the heartbeat's load figures current.

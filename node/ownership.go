@@ -316,6 +316,9 @@ func (n *Node) memberEvent(id peer.ID, joined bool) {
 		delete(n.recent.joined, id)
 	}
 	n.recent.mu.Unlock()
+	if !joined {
+		n.seeds.forget(id)
+	}
 	key := []byte(prefixMember + id.String())
 	err := n.db.Update(func(txn *badger.Txn) error {
 		if joined {

@@ -68,6 +68,7 @@ type Node struct {
 	adm        *admission
 	load       Load
 	urlH       func(ctx context.Context, from peer.ID, recs []URLRecord) error
+	urlFilter  func(from peer.ID, r URLRecord) bool
 	searchH    func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
 	deliverH   map[string]func(ctx context.Context, from peer.ID, payload []byte) error
 
@@ -122,7 +123,7 @@ type counters struct {
 	sendFailures, rejected, throttledMessages, throttleEvents                 atomic.Uint64
 	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused         atomic.Uint64
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
-	claimsThrottled, outboxFull, searchesRefused                              atomic.Uint64
+	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
 }
@@ -180,6 +181,9 @@ type Stats struct {
 	// OutboxFull counts records refused or dropped because a peer's outbox
 	// held MaxOutboxPerPeer records.
 	OutboxFull uint64
+	// URLsFiltered counts records refused by the URL filter
+	// (SetURLFilter).
+	URLsFiltered uint64
 	// SearchesRefused counts search requests refused because their member
 	// had MaxSearchesPerPeer under way.
 	SearchesRefused uint64
@@ -188,7 +192,9 @@ type Stats struct {
 	// node's subscription).
 	GossipDrops uint64
 	OutboxDepth int
-	Members     int
+	// OutboxByPeer is the outbox depth of each peer with records waiting.
+	OutboxByPeer map[string]int `json:",omitempty"`
+	Members      int
 }
 
 // ProtocolIDs are the stream protocols of a network: URL batches, search,
@@ -594,6 +600,12 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	members := len(n.members) + 1
 	n.mu.Unlock()
+	n.obMu.Lock()
+	byPeer := make(map[string]int, len(n.obCount))
+	for p, c := range n.obCount {
+		byPeer[p.String()] = c
+	}
+	n.obMu.Unlock()
 	return Stats{
 		URLsForwarded:        n.st.urlsForwarded.Load(),
 		URLsReceived:         n.st.urlsReceived.Load(),
@@ -621,8 +633,10 @@ func (n *Node) Stats() Stats {
 		ClaimsThrottled:      n.st.claimsThrottled.Load(),
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
+		URLsFiltered:         n.st.urlsFiltered.Load(),
 		GossipDrops:          n.st.gossip.total(),
 		OutboxDepth:          n.OutboxDepth(),
+		OutboxByPeer:         byPeer,
 		Members:              members,
 	}
 }

@@ -191,6 +191,16 @@ func (n *Node) SetURLHandler(h func(ctx context.Context, from peer.ID, recs []UR
 	n.mu.Unlock()
 }
 
+// SetURLFilter installs a check of every record a peer sends, made where
+// it first arrives, before it is handled or passed on: records it refuses
+// are dropped (Stats.URLsFiltered). node decides which links a sender may
+// vouch for; p2p does not know what a source host means.
+func (n *Node) SetURLFilter(f func(from peer.ID, r URLRecord) bool) {
+	n.mu.Lock()
+	n.urlFilter = f
+	n.mu.Unlock()
+}
+
 // appendOutbox persists records for peer p and wakes its sender.
 func (n *Node) appendOutbox(p peer.ID, recs []URLRecord) error {
 	if len(recs) == 0 {
@@ -561,9 +571,16 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 	n.st.receivedBytes.Add(uint64(len(msg) + uvarintLen(uint64(len(msg)))))
 	members := n.memberIDs()
 	self := n.h.ID()
+	n.mu.Lock()
+	filter := n.urlFilter
+	n.mu.Unlock()
 	var mine []URLRecord
 	onward := map[peer.ID][]URLRecord{}
 	for _, r := range recs {
+		if filter != nil && !filter(from, r) {
+			n.st.urlsFiltered.Add(1)
+			continue
+		}
 		for {
 			cur := n.st.maxHops.Load()
 			if int64(r.Hops) <= cur || n.st.maxHops.CompareAndSwap(cur, int64(r.Hops)) {

@@ -82,6 +82,7 @@ type HonestRefusals struct {
 	ClaimsRefused     uint64 `json:"claims_refused"`
 	ClaimsThrottled   uint64 `json:"claims_throttled"`
 	URLBatchesBusy    uint64 `json:"url_batches_busy"`
+	URLsFiltered      uint64 `json:"urls_filtered"`
 	SearchesRefused   uint64 `json:"searches_refused"`
 	StreamsRefused    uint64 `json:"streams_refused"`
 	StreamsTimedOut   uint64 `json:"streams_timed_out"`
@@ -308,6 +309,7 @@ func (h *hostileRun) report(ctx context.Context, l *launcher, v *honestView, pro
 			r.ClaimsRefused += st.P2P.ClaimsRefused
 			r.ClaimsThrottled += st.P2P.ClaimsThrottled
 			r.URLBatchesBusy += st.P2P.URLBatchesRefused
+			r.URLsFiltered += st.P2P.URLsFiltered
 			r.SearchesRefused += st.P2P.SearchesRefused
 			r.StreamsRefused += st.P2P.StreamsRefused
 			r.StreamsTimedOut += st.P2P.StreamsTimedOut
@@ -400,4 +402,27 @@ func postSeeds(ctx context.Context, p *nodeProc, seeds []string) error {
 		}
 	}
 	return nil
+}
+
+// idle says whether a node has nothing left to do for the crawl. In a
+// hostile run what waits in its outboxes for attackers does not count: an
+// attacker that floods URLs for its own hosts, which the node must pass on,
+// and refuses them as busy can keep those outboxes full for ever.
+func idle(st *node.Status, h *hostileRun) bool {
+	if h == nil {
+		return st.Idle
+	}
+	if !st.CrawlIdle {
+		return false
+	}
+	attackers := map[string]bool{}
+	for _, a := range h.attackers() {
+		attackers[a.ID().String()] = true
+	}
+	for p, depth := range st.P2P.OutboxByPeer {
+		if depth > 0 && !attackers[p] {
+			return false
+		}
+	}
+	return true
 }

@@ -529,7 +529,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 		allIdle := restarting == nil && len(crashAt) == 0 && (hostile == nil || hostile.ready())
 		for _, p := range l.live() {
 			st, err := p.status(ctx)
-			if err != nil || !st.Idle {
+			if err != nil || !idle(st, hostile) {
 				allIdle = false
 				break
 			}

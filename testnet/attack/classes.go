@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -284,21 +286,26 @@ func (a *Attacker) ownURL(tg Targets) string {
 
 // urlFlood sends URL batches of 2,000 records back to back on parallel
 // streams, from the member: for the attacker's own hosts (each honest
-// receiver must pass them on through its outbox, or refuse them as busy),
-// and for honest hosts with a source host the attacker does not hold (a
-// link it claims an honest page has).
+// receiver must pass them on through its outbox, or refuse them as busy);
+// for honest hosts as links found on honest hosts the attacker does not
+// crawl; and for honest hosts as records it claims to pass on (Hops 1)
+// although it is not near them. The honest side must take only the first.
 func (a *Attacker) urlFlood(ctx context.Context, tg Targets) {
-	honest := a.honestHosts(tg, 50)
+	far := a.farHosts(tg, 50)
 	own := hostOf(a.ownURL(tg))
-	if len(honest) == 0 || own == "" {
+	if len(far) == 0 || own == "" {
 		return
 	}
 	recs := make([]p2p.URLRecord, 2000)
 	for i := range recs {
-		if i%2 == 0 {
-			recs[i] = p2p.URLRecord{URL: fmt.Sprintf("http://%s/flood/%d/%d", own, time.Now().UnixNano(), i), SourceHost: honest[0]}
-		} else {
-			recs[i] = p2p.URLRecord{URL: fmt.Sprintf("http://%s/flood/%d/%d", honest[i%len(honest)], time.Now().UnixNano(), i), SourceHost: honest[(i+1)%len(honest)]}
+		junk := fmt.Sprintf("http://%s/flood/%d/%d", far[i%len(far)], time.Now().UnixNano(), i)
+		switch i % 3 {
+		case 0:
+			recs[i] = p2p.URLRecord{URL: fmt.Sprintf("http://%s/flood/%d/%d", own, time.Now().UnixNano(), i), SourceHost: own}
+		case 1:
+			recs[i] = p2p.URLRecord{URL: junk, SourceHost: far[(i+1)%len(far)]}
+		default:
+			recs[i] = p2p.URLRecord{URL: junk, SourceHost: far[(i+1)%len(far)], Hops: 1}
 		}
 	}
 	batch, err := p2p.EncodeURLBatch(recs)
@@ -316,6 +323,29 @@ func (a *Attacker) urlFlood(ctx context.Context, tg Targets) {
 		}
 	}
 	wg.Wait()
+}
+
+// farHosts returns up to n honest hosts the attacker is not among the R+1
+// members closest to, by its view.
+func (a *Attacker) farHosts(tg Targets, n int) []string {
+	self := a.ID()
+	members := a.Members()
+	seen := map[string]bool{}
+	var out []string
+	for _, i := range rand.Perm(len(tg.URLs)) {
+		if len(out) == n {
+			break
+		}
+		h := hostOf(tg.URLs[i])
+		if h == "" || seen[h] {
+			continue
+		}
+		seen[h] = true
+		if !slices.Contains(p2p.ReplicasOf(members, h, a.member.ReplicationFactor()+1), self) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // searchAmp asks every honest node, from the member and many at once, for
@@ -401,7 +431,11 @@ func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte,
 // origin would through DNS rebinding (Host: attacker.example), with a
 // spoofed X-Forwarded-For, and floods them with concurrent searches.
 func (a *Attacker) httpAttacks(ctx context.Context, tg Targets) {
-	client := &http.Client{Timeout: 5 * time.Second}
+	// From the attacker's own address: a client of its own, as far as the
+	// honest nodes' per-client limits can tell.
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(a.cfg.IP)}, Timeout: 5 * time.Second}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
 	try := func(req *http.Request) {
 		resp, err := client.Do(req)
 		if err != nil {
