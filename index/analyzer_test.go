@@ -39,10 +39,23 @@ func TestAnalyzer(t *testing.T) {
 			samePos: [][2]string{{"搜索引擎", "搜索"}, {"搜索引擎", "引擎"}}},
 		{name: "simplified query-mode keeps the long word", text: "搜索引擎", query: true,
 			want: []string{"搜索引擎"}, notWant: []string{"搜索", "引擎"}},
-		{name: "traditional falls back to bigrams", text: "資訊檢索系統",
-			want: []string{"資訊", "檢索", "資", "訊"}, samePos: [][2]string{{"資", "資訊"}}},
-		{name: "traditional query uses bigrams only", text: "資訊檢索", query: true,
-			want: []string{"資訊", "訊檢", "檢索"}, notWant: []string{"資", "索"}},
+		{name: "traditional is folded and segmented", text: "資訊檢索系統",
+			want:    []string{"资讯", "检索", "系统", "信息", "信息检索"},
+			notWant: []string{"資訊", "檢索", "資", "资"},
+			samePos: [][2]string{{"资讯", "信息"}, {"资讯", "信息检索"}}},
+		{name: "traditional query reads mainland words", text: "資訊檢索", query: true,
+			want: []string{"信息检索"}, notWant: []string{"资讯", "資訊", "资", "讯检"}},
+		{name: "taiwan vocabulary also indexes the mainland word", text: "開啟檔案，變更設定，執行巨集",
+			want:    []string{"档案", "文件", "设定", "设置", "巨集", "宏"},
+			samePos: [][2]string{{"档案", "文件"}, {"设定", "设置"}, {"巨集", "宏"}}},
+		{name: "taiwan vocabulary in a query", text: "開啟檔案 設定", query: true,
+			want: []string{"文件", "设置"}, notWant: []string{"档案", "设定"}},
+		{name: "hong kong variants", text: "這條電綫的衞生", want: []string{"电线", "卫生"}, notWant: []string{"衞", "綫"}},
+		{name: "simplified keeps its own words", text: "打开文件，修改面板设置，程序",
+			want: []string{"文件", "面板", "设置", "程序"}, notWant: []string{"文档", "皮肤", "进程"}},
+		{name: "simplified query keeps its own words", text: "文件 面板 巨集", query: true,
+			want: []string{"文件", "面板", "巨集"}, notWant: []string{"文档", "皮肤", "宏"}},
+		{name: "simplified 么 and 才 stay", text: "为什么才来", want: []string{"什么", "才"}, notWant: []string{"什幺", "纔"}},
 		{name: "mixed chinese english", text: "中文English混合Go语言",
 			want: []string{"中文", "english", "混合", "go", "语言"}},
 		{name: "full-width ascii folds", text: "ＡＢＣ　ｄｅｆ１２３ Ｃ＋＋",
@@ -100,14 +113,23 @@ func TestAnalyzer(t *testing.T) {
 
 func TestAnalyzerSpansMapToOriginal(t *testing.T) {
 	a := SharedAnalyzer()
-	text := "Ｃ＋＋ 搜索引擎 Café résumé"
-	for _, sp := range a.analyzeSpans(text, false) {
-		if sp.start < 0 || sp.end > len(text) || sp.start >= sp.end {
-			t.Fatalf("bad span %+v", sp)
-		}
-		orig := text[sp.start:sp.end]
-		if got := terms(a.Analyze(orig)); !slices.Contains(got, sp.term) {
-			t.Errorf("span %q -> original %q analyzes to %v", sp.term, orig, got)
+	for _, text := range []string{
+		"Ｃ＋＋ 搜索引擎 Café résumé",
+		// Folded, with Taiwan words that read differently (記憶體 → 内存,
+		// 資訊檢索 → 信息检索) and a character NFKC makes three (㍿).
+		"請開啟檔案，記憶體不足，資訊檢索系統 ㍿ 巨集",
+	} {
+		page := a.pageScript("", text)
+		for _, sp := range a.analyzeSpans(text, false, page) {
+			if sp.start < 0 || sp.end > len(text) || sp.start >= sp.end {
+				t.Fatalf("bad span %+v", sp)
+			}
+			orig := text[sp.start:sp.end]
+			var got []string
+			a.run(orig, false, false, page, func(t span) { got = append(got, t.term) })
+			if !slices.Contains(got, sp.term) {
+				t.Errorf("span %q -> original %q analyzes to %v", sp.term, orig, got)
+			}
 		}
 	}
 }
@@ -160,19 +182,5 @@ func BenchmarkAnalyzeEnglish(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		a.Analyze(text)
-	}
-}
-
-// Without a dictionary the analyzer still finds Chinese through bigrams.
-func TestAnalyzerWithoutDictionary(t *testing.T) {
-	a := &Analyzer{}
-	got := terms(a.Analyze("搜索引擎 test"))
-	for _, w := range []string{"搜索", "索引", "引擎", "搜", "test"} {
-		if !slices.Contains(got, w) {
-			t.Errorf("missing %q in %v", w, got)
-		}
-	}
-	if q := terms(a.AnalyzeQuery("搜索引擎")); !slices.Equal(q, []string{"搜索", "索引", "引擎"}) {
-		t.Errorf("query = %v", q)
 	}
 }

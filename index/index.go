@@ -402,9 +402,10 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 			maxPos = max(maxPos, t.pos)
 		}
 	}
+	page := ix.an.pageScript(d.Title, d.Body)
 	add := func(f int, text string) {
 		field, maxPos = f, -1
-		ix.an.run(text, false, false, emit)
+		ix.an.run(text, false, false, page, emit)
 		base += uint32(maxPos+1) + fieldGap
 	}
 	add(FieldTitle, d.Title)
