@@ -74,16 +74,18 @@ func SharedAnalyzer() *Analyzer {
 }
 
 func loadAnalyzer(overrideDir string) (*Analyzer, error) {
-	var dicts fs.FS = embeddedJieba
-	dictDir := "data/jieba"
-	if overrideDir != "" {
-		dicts, dictDir = os.DirFS(overrideDir), "."
+	dicts, err := fs.Sub(embeddedJieba, "data/jieba")
+	if err != nil {
+		return nil, fmt.Errorf("index: jieba dictionaries: %w", err)
 	}
-	main, err := fs.ReadFile(dicts, dictDir+"/jieba.dict.utf8")
+	if overrideDir != "" {
+		dicts = os.DirFS(overrideDir)
+	}
+	main, err := fs.ReadFile(dicts, "jieba.dict.utf8")
 	if err != nil {
 		return nil, fmt.Errorf("index: jieba dictionary: %w", err)
 	}
-	user, err := fs.ReadFile(dicts, dictDir+"/user.dict.utf8")
+	user, err := fs.ReadFile(dicts, "user.dict.utf8")
 	if err != nil {
 		return nil, fmt.Errorf("index: jieba user dictionary: %w", err)
 	}
