@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -27,10 +28,12 @@ const analyzerAlgorithm = 2
 
 // Dictionaries compiled into the binary (data/README.md says where they
 // come from), so that every node segments with the same ones wherever it
-// runs.
+// runs. jieba's are strings, read in place (5 MB the heap does not copy).
 var (
-	//go:embed data/jieba/jieba.dict.utf8 data/jieba/user.dict.utf8
-	embeddedJieba embed.FS
+	//go:embed data/jieba/jieba.dict.utf8
+	embeddedJiebaDict string
+	//go:embed data/jieba/user.dict.utf8
+	embeddedJiebaUser string
 	//go:embed data/opencc/*.txt
 	embeddedOpenCC embed.FS
 )
@@ -74,28 +77,11 @@ func SharedAnalyzer() *Analyzer {
 }
 
 func loadAnalyzer(overrideDir string) (*Analyzer, error) {
-	dicts, err := fs.Sub(embeddedJieba, "data/jieba")
-	if err != nil {
-		return nil, fmt.Errorf("index: jieba dictionaries: %w", err)
-	}
+	main, user := embeddedJiebaDict, embeddedJiebaUser
 	if overrideDir != "" {
-		dicts = os.DirFS(overrideDir)
-	}
-	main, err := fs.ReadFile(dicts, "jieba.dict.utf8")
-	if err != nil {
-		return nil, fmt.Errorf("index: jieba dictionary: %w", err)
-	}
-	user, err := fs.ReadFile(dicts, "user.dict.utf8")
-	if err != nil {
-		return nil, fmt.Errorf("index: jieba user dictionary: %w", err)
-	}
-	if overrideDir != "" {
-		// cppjieba aborts the process on a malformed line.
-		if err := checkJiebaDict(main, 3, 3); err != nil {
-			return nil, fmt.Errorf("index: %s/jieba.dict.utf8: %w", overrideDir, err)
-		}
-		if err := checkJiebaDict(user, 1, 3); err != nil {
-			return nil, fmt.Errorf("index: %s/user.dict.utf8: %w", overrideDir, err)
+		var err error
+		if main, user, err = readJiebaDicts(overrideDir); err != nil {
+			return nil, err
 		}
 	}
 	tables, err := fs.Sub(embeddedOpenCC, "data/opencc")
@@ -111,9 +97,9 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 		return nil, err
 	}
 	h := sha256.New()
-	for _, b := range [][]byte{main, user} {
-		fmt.Fprintf(h, "%d\n", len(b))
-		h.Write(b)
+	for _, s := range []string{main, user} {
+		fmt.Fprintf(h, "%d\n", len(s))
+		hashString(h, s)
 	}
 	dictHash := h.Sum(nil)
 	for _, name := range slices.Concat(variantTables, charTables, vocabularyTables, classTables[1:]) {
@@ -132,6 +118,39 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 	}, nil
 }
 
+// readJiebaDicts reads and checks jieba.dict.utf8 and user.dict.utf8 from
+// dir: cppjieba aborts the process on a malformed line.
+func readJiebaDicts(dir string) (main, user string, err error) {
+	for _, f := range []struct {
+		name           string
+		dst            *string
+		minFld, maxFld int
+	}{
+		{"jieba.dict.utf8", &main, 3, 3},
+		{"user.dict.utf8", &user, 1, 3},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return "", "", fmt.Errorf("index: jieba dictionary: %w", err)
+		}
+		if err := checkJiebaDict(b, f.minFld, f.maxFld); err != nil {
+			return "", "", fmt.Errorf("index: %s: %w", filepath.Join(dir, f.name), err)
+		}
+		*f.dst = string(b)
+	}
+	return main, user, nil
+}
+
+// hashString writes s to h without copying it whole.
+func hashString(h hash.Hash, s string) {
+	var buf [64 << 10]byte
+	for len(s) > 0 {
+		n := copy(buf[:], s)
+		h.Write(buf[:n])
+		s = s[n:]
+	}
+}
+
 // newJieba hands the dictionaries to cppjieba, which reads them from
 // files once, in its constructor: they are written to a private temporary
 // directory that is removed as soon as the trie is built (no shared cache
@@ -139,7 +158,7 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 // HMM model, IDF table and stop words serve only HMM segmentation (always
 // off) and keyword extraction (never used): the smallest files cppjieba
 // accepts stand in for them.
-func newJieba(main, user []byte) (*gojieba.Jieba, error) {
+func newJieba(main, user string) (*gojieba.Jieba, error) {
 	dir, err := os.MkdirTemp("", "sou-jieba-")
 	if err != nil {
 		return nil, fmt.Errorf("index: directory for the jieba dictionaries: %w", err)
@@ -149,20 +168,17 @@ func newJieba(main, user []byte) (*gojieba.Jieba, error) {
 		// cppjieba splits the user dictionary path at these.
 		return nil, fmt.Errorf("index: temporary directory %q: cppjieba cannot read paths with | or ;", dir)
 	}
-	files := []struct {
-		name string
-		data []byte
-	}{
+	files := []struct{ name, data string }{
 		{"jieba.dict.utf8", main},
-		{"hmm_model.utf8", []byte("0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n一:0\n一:0\n一:0\n一:0\n")},
+		{"hmm_model.utf8", "0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n一:0\n一:0\n一:0\n一:0\n"},
 		{"user.dict.utf8", user},
-		{"idf.utf8", []byte("sou 1.0\n")},
-		{"stop_words.utf8", []byte("的\n")},
+		{"idf.utf8", "sou 1.0\n"},
+		{"stop_words.utf8", "的\n"},
 	}
 	paths := make([]string, len(files))
 	for i, f := range files {
 		paths[i] = filepath.Join(dir, f.name)
-		if err := os.WriteFile(paths[i], f.data, 0o600); err != nil {
+		if err := writeFile(paths[i], f.data); err != nil {
 			return nil, fmt.Errorf("index: write jieba dictionary: %w", err)
 		}
 	}
@@ -193,4 +209,16 @@ func checkJiebaDict(b []byte, minFields, maxFields int) error {
 		return fmt.Errorf("read dictionary: %w", err)
 	}
 	return nil
+}
+
+func writeFile(path, data string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -12,11 +12,8 @@ import (
 // would abort the process on is an error instead, and a dictionary that
 // differs gives another analyzer version.
 func TestLoadAnalyzerDictOverride(t *testing.T) {
-	main, err := embeddedJieba.ReadFile("data/jieba/jieba.dict.utf8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkJiebaDict(main, 3, 3); err != nil {
+	main := embeddedJiebaDict
+	if err := checkJiebaDict([]byte(main), 3, 3); err != nil {
 		t.Fatalf("embedded dictionary: %v", err)
 	}
 	write := func(t *testing.T, main, user string) string {
@@ -53,12 +50,9 @@ func TestLoadAnalyzerDictOverride(t *testing.T) {
 
 	// A copy of the embedded dictionaries with one more word: that word is
 	// now cut whole, and the version says the analyzer differs.
-	user, err := embeddedJieba.ReadFile("data/jieba/user.dict.utf8")
-	if err != nil {
-		t.Fatal(err)
-	}
+	user := embeddedJiebaUser
 	const word = "搜索网络分片"
-	a, err := loadAnalyzer(write(t, string(main), string(user)+word+" 1000 n\n"))
+	a, err := loadAnalyzer(write(t, main, user+word+" 1000 n\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
