@@ -495,8 +495,15 @@ func vocabularyAlternatives(p *foldPass, s string) []alternative {
 	return alts
 }
 
-// appendReadings appends to han the reading of each Han run of s that
-// holds alternatives (those inside one run), each followed by a newline.
+// readingContext is how many characters of a run around its alternatives
+// a reading holds: enough for jieba to find the words that join an
+// alternative to its neighbours (资讯检索 reads 信息检索).
+const readingContext = 4
+
+// appendReadings appends to han, each followed by a newline, the readings
+// of the Han runs of s that hold alternatives (those inside one run): the
+// stretch of the run from readingContext characters before an alternative
+// to as many after it, the alternatives put in.
 func appendReadings(han []byte, s string, segs []segment, alts []alternative) ([]byte, []reading) {
 	var readings []reading
 	ai := 0
@@ -507,40 +514,48 @@ func appendReadings(han []byte, s string, segs []segment, alts []alternative) ([
 		for ai < len(alts) && alts[ai].start < sg.start {
 			ai++
 		}
-		first := ai
 		for ai < len(alts) && alts[ai].end <= sg.end {
-			ai++
-		}
-		if ai == first {
-			continue
-		}
-		rd := reading{bufStart: len(han), alts: alts[first:ai]}
-		at := sg.start
-		for _, alt := range rd.alts {
-			han = append(han, s[at:alt.start]...)
-			for k := at; k < alt.start; k++ {
-				rd.src = append(rd.src, int32(k))
+			first := ai
+			lo := retreatRunes(s, alts[ai].start, readingContext)
+			lo = max(lo, sg.start)
+			hi := min(advanceRunes(s, alts[ai].end, readingContext), sg.end)
+			for ai++; ai < len(alts) && alts[ai].end <= sg.end && alts[ai].start <= hi; ai++ {
+				hi = min(advanceRunes(s, alts[ai].end, readingContext), sg.end)
 			}
-			han = append(han, alt.value...)
-			from := alt.start // the k-th character of the key
-			for _, r := range alt.value {
-				for range utf8.RuneLen(r) {
-					rd.src = append(rd.src, int32(from))
-				}
-				if _, sz := utf8.DecodeRuneInString(s[from:alt.end]); from+sz < alt.end {
-					from += sz
-				}
-			}
-			at = alt.end
+			var rd reading
+			han, rd = appendReading(han, s, lo, hi, alts[first:ai])
+			readings = append(readings, rd)
 		}
-		han = append(han, s[at:sg.end]...)
-		for k := at; k <= sg.end; k++ {
-			rd.src = append(rd.src, int32(k))
-		}
-		han = append(han, '\n')
-		readings = append(readings, rd)
 	}
 	return han, readings
+}
+
+// appendReading appends to han the reading of s[lo:hi] with alts put in.
+func appendReading(han []byte, s string, lo, hi int, alts []alternative) ([]byte, reading) {
+	rd := reading{bufStart: len(han), alts: alts}
+	at := lo
+	for _, alt := range alts {
+		han = append(han, s[at:alt.start]...)
+		for k := at; k < alt.start; k++ {
+			rd.src = append(rd.src, int32(k))
+		}
+		han = append(han, alt.value...)
+		from := alt.start // the k-th character of the key
+		for _, r := range alt.value {
+			for range utf8.RuneLen(r) {
+				rd.src = append(rd.src, int32(from))
+			}
+			if _, sz := utf8.DecodeRuneInString(s[from:alt.end]); from+sz < alt.end {
+				from += sz
+			}
+		}
+		at = alt.end
+	}
+	han = append(han, s[at:hi]...)
+	for k := at; k <= hi; k++ {
+		rd.src = append(rd.src, int32(k))
+	}
+	return append(han, '\n'), rd
 }
 
 // readingExtras returns the words of the readings that cover an
