@@ -10,12 +10,8 @@ import (
 	"unicode/utf8"
 )
 
-// folder folds Traditional Chinese to Simplified for the analyzer (see the
-// package doc, "Script folding"): OpenCC's tables, applied by our own
-// matcher. github.com/longbridgeapp/opencc, the pure-Go port, keeps no
-// offsets (snippets must highlight the page's own characters), builds a
-// map at every position it converts and registers a command-line flag
-// when imported.
+// folder folds Traditional Chinese to Simplified for the analyzer with
+// OpenCC's tables (see the package doc, "Script folding").
 type folder struct {
 	// variants turns Taiwan and Hong Kong character variants into
 	// OpenCC's standard ones (hk2s's and tw2s's first step); for
