@@ -157,12 +157,12 @@ func BenchmarkIndexingBatch(b *testing.B) {
 	ix.Close()
 }
 
-// corpusHelpPages reads up to n LibreOffice help pages of lang (zh-CN,
-// zh-TW) from the real corpus (/work/shared/corpus/install.sh): title and
-// visible text. It skips the benchmark when the corpus is not installed.
-func corpusHelpPages(b *testing.B, lang string, n int) []*Document {
+// corpusPages reads up to n pages matching pattern from the real corpus
+// (/work/shared/corpus/install.sh): title and visible text. It skips the
+// benchmark when the corpus is not installed.
+func corpusPages(b *testing.B, pattern string, n int) []*Document {
 	b.Helper()
-	paths, _ := filepath.Glob(filepath.Join("/usr/share/libreoffice/help", lang, "text/shared/01/*.html"))
+	paths, _ := filepath.Glob(pattern)
 	if _, err := os.Stat("/var/lib/sou-corpus/sites.tsv"); err != nil || len(paths) == 0 {
 		b.Skip("real corpus not installed")
 	}
@@ -205,15 +205,23 @@ func corpusHelpPages(b *testing.B, lang string, n int) []*Document {
 }
 
 // BenchmarkAnalyzeCorpusPage measures the analysis of a real page (title,
-// body and URL, as Put analyzes them) from the corpus's LibreOffice help
-// in both scripts: with script folding, without it (the analyzer before
-// folding, the same dictionary), and the folding alone (normalized title
-// and body through the conversion tables, no segmentation). Reports the process's
-// CPU time per page (steadier than wall time on a shared machine).
+// body and URL, as Put analyzes them) from the corpus in both scripts:
+// LibreOffice's help (short pages, some English) and the Chinese manual
+// pages (longer, all Chinese). With script folding, without it (the
+// analyzer before folding, the same dictionary), and the folding alone
+// (normalized title and body through the conversion tables, no
+// segmentation). Reports the process's CPU time per page (steadier than
+// wall time on a shared machine).
 func BenchmarkAnalyzeCorpusPage(b *testing.B) {
 	shared := SharedAnalyzer()
-	for _, lang := range []string{"zh-TW", "zh-CN"} {
-		docs := corpusHelpPages(b, lang, 200)
+	for _, set := range []struct{ name, pattern string }{
+		{"help-zh-TW", "/usr/share/libreoffice/help/zh-TW/text/shared/01/*.html"},
+		{"help-zh-CN", "/usr/share/libreoffice/help/zh-CN/text/shared/01/*.html"},
+		{"man-zh-TW", "/var/lib/sou-corpus/manpages-zh/zh_TW/man1/*.html"},
+		{"man-zh-CN", "/var/lib/sou-corpus/manpages-zh/zh_CN/man1/*.html"},
+	} {
+		lang := set.name
+		docs := corpusPages(b, set.pattern, 200)
 		var bytes int64
 		for _, d := range docs {
 			bytes += int64(len(d.Title) + len(d.Body))

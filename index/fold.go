@@ -180,6 +180,9 @@ type foldPass struct {
 type foldNode struct {
 	value int32 // index in values, -1 if no key ends here
 	dict  int32 // the earliest dictionary of the group with this key
+	// inner: a longer key goes on (most keys are one character with no
+	// longer key after it: the walk stops without a map lookup).
+	inner bool
 }
 
 const foldRootRunes = 0x10000
@@ -206,6 +209,7 @@ func (p *foldPass) child(n int32, r rune) int32 {
 func (p *foldPass) addChild(n int32, r rune) int32 {
 	c := int32(len(p.nodes))
 	p.nodes = append(p.nodes, foldNode{value: -1})
+	p.nodes[n].inner = true
 	switch {
 	case n != 0:
 		p.edges[uint64(n)<<32|uint64(uint32(r))] = c
@@ -231,7 +235,7 @@ func (p *foldPass) add(key, value string, dict int32) {
 	if key == "" || p.nodes[n].value >= 0 {
 		return
 	}
-	p.nodes[n] = foldNode{value: int32(len(p.values)), dict: dict}
+	p.nodes[n].value, p.nodes[n].dict = int32(len(p.values)), dict
 	p.values = append(p.values, value)
 }
 
@@ -246,8 +250,12 @@ func (p *foldPass) match(s string) (int, string) {
 			break
 		}
 		i += sz
-		if nd := p.nodes[n]; nd.value >= 0 && (bestDict < 0 || nd.dict <= bestDict) {
+		nd := &p.nodes[n]
+		if nd.value >= 0 && (bestDict < 0 || nd.dict <= bestDict) {
 			best, bestDict, bestValue = i, nd.dict, nd.value
+		}
+		if !nd.inner {
+			break
 		}
 	}
 	if best == 0 {
