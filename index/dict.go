@@ -50,9 +50,9 @@ var (
 
 // LoadAnalyzer returns the process's one analyzer, loading it on the first
 // call: gojieba over the embedded dictionaries (or those of
-// SOU_JIEBA_DICT_DIR) and OpenCC's tables. The dictionary costs about
-// 116 MB of C memory and half a second; cppjieba's Cut and CutForSearch
-// are const methods over a read-only trie, so one instance serves all
+// SOU_JIEBA_DICT_DIR) and OpenCC's tables. cppjieba's trie is most of a
+// node's memory floor (BENCHMARKS.md), hence one per process; its Cut and
+// CutForSearch are const methods over it, so one instance serves all
 // goroutines without a lock (AddWord/RemoveWord, which would not be safe,
 // are never called). A failure (an unreadable or malformed override, no
 // writable temporary directory) is returned on every call: Chinese is
@@ -122,18 +122,18 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 // dir: cppjieba aborts the process on a malformed line.
 func readJiebaDicts(dir string) (main, user string, err error) {
 	for _, f := range []struct {
-		name           string
-		dst            *string
-		minFld, maxFld int
+		name string
+		dst  *string
+		main bool
 	}{
-		{"jieba.dict.utf8", &main, 3, 3},
-		{"user.dict.utf8", &user, 1, 3},
+		{"jieba.dict.utf8", &main, true},
+		{"user.dict.utf8", &user, false},
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
 			return "", "", fmt.Errorf("index: jieba dictionary: %w", err)
 		}
-		if err := checkJiebaDict(b, f.minFld, f.maxFld); err != nil {
+		if err := checkJiebaDict(b, f.main); err != nil {
 			return "", "", fmt.Errorf("index: %s: %w", filepath.Join(dir, f.name), err)
 		}
 		*f.dst = string(b)
@@ -186,13 +186,19 @@ func newJieba(main, user string) (*gojieba.Jieba, error) {
 }
 
 // checkJiebaDict checks what cppjieba would otherwise abort on or
-// misread: every line non-empty, minFields to maxFields fields separated
-// by single spaces, a valid UTF-8 word, a numeric frequency when there are
-// three fields.
-func checkJiebaDict(b []byte, minFields, maxFields int) error {
-	if len(b) == 0 && minFields == 3 {
-		return errors.New("empty dictionary")
+// misread: a main dictionary of at least one line, every line word,
+// frequency and tag separated by single spaces (a user dictionary's:
+// word, then optionally a frequency and a tag, or a tag), a valid UTF-8
+// word, a numeric frequency.
+func checkJiebaDict(b []byte, main bool) error {
+	minFields := 1
+	if main {
+		minFields = 3
+		if len(b) == 0 {
+			return errors.New("empty dictionary")
+		}
 	}
+	const maxFields = 3
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for line := 1; sc.Scan(); line++ {
 		fields := strings.Split(sc.Text(), " ")

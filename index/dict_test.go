@@ -13,7 +13,7 @@ import (
 // differs gives another analyzer version.
 func TestLoadAnalyzerDictOverride(t *testing.T) {
 	main := embeddedJiebaDict
-	if err := checkJiebaDict([]byte(main), 3, 3); err != nil {
+	if err := checkJiebaDict([]byte(main), true); err != nil {
 		t.Fatalf("embedded dictionary: %v", err)
 	}
 	write := func(t *testing.T, main, user string) string {

@@ -66,7 +66,9 @@ func newFolder(tables fs.FS) (*folder, error) {
 	passes := []struct {
 		pass   *foldPass
 		tables []string
-		key    func(string) string
+		// prefold prepares keys and values for a pass that runs on
+		// folded text.
+		prefold func(string) string
 	}{
 		{f.variants, variantTables, nil},
 		{f.chars, charTables, nil},
@@ -77,8 +79,8 @@ func newFolder(tables fs.FS) (*folder, error) {
 			err := readTable(tables, name, func(k string, v []string) {
 				k, _, _ = normalize(k, false)
 				value, _, _ := normalize(v[0], false)
-				if p.key != nil {
-					k, value = p.key(k), p.key(value)
+				if p.prefold != nil {
+					k, value = p.prefold(k), p.prefold(value)
 				}
 				// Three entries mix in Latin letters (隨身碟 → U盤): a
 				// query would cut them apart from the Chinese, a page not.

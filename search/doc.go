@@ -11,8 +11,9 @@
 // go through the index analyzer in query mode, so Chinese without spaces is
 // segmented (我们的搜索引擎 → 我们 的 搜索引擎, all required) and a query in
 // Traditional characters is folded and read in mainland words (檔案 設定 →
-// 文件 设置; see index's "Script folding"). A Query is AND of Groups, a Group an OR of
-// Clauses, a Clause a conjunction of terms with optional phrase positions.
+// 文件 设置; see index's "Script folding"). A Query is AND of Groups, a
+// Group an OR of Clauses, a Clause a conjunction of terms with optional
+// phrase positions.
 // Malformed input is read sensibly (invalid UTF-8 and control characters are
 // spaces, an unbalanced quote runs to the end, dangling OR is ignored, a
 // repeated item counts once); beyond MaxQueryBytes/MaxQueryRunes or
