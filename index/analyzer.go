@@ -1,13 +1,8 @@
 package index
 
 import (
-	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -31,103 +26,63 @@ type Token struct {
 	Pos  int
 }
 
-// Analyzer turns text into terms: gojieba for Han runs, Unicode words for
-// other scripts, NFKC width folding and lowercasing. It holds no mutable
-// state and is safe for concurrent use.
+// Analyzer turns text into terms: Traditional Chinese folded to
+// Simplified, gojieba for Han runs, Unicode words for other scripts, NFKC
+// width folding and lowercasing. It holds no mutable state and is safe for
+// concurrent use.
 type Analyzer struct {
 	jieba *gojieba.Jieba
+	fold  *folder // nil: Traditional Chinese is kept as written
+	// version and unfoldedVersion are Version with and without fold.
+	version, unfoldedVersion string
 }
 
-var (
-	sharedOnce     sync.Once
-	sharedAnalyzer *Analyzer
-)
+// Version identifies everything that decides the terms of a text: the
+// analyzer's code (a number bumped by hand) and a hash of its
+// dictionaries and conversion tables. Nodes whose versions differ must not
+// combine statistics or scores.
+func (a *Analyzer) Version() string { return a.version }
 
-// SharedAnalyzer returns the process's one gojieba-backed analyzer. The
-// dictionary (about 116 MB of C memory, half a second to load: cppjieba's
-// trie of 349,000 words is most of a node's memory floor) is loaded on the
-// first call from gojieba's default paths (gojieba.DICT_PATH etc., inside the
-// module cache). cppjieba's Cut and CutForSearch are const methods over a
-// read-only trie, so one instance serves all goroutines without a lock; we
-// never call AddWord/RemoveWord, which would not be safe.
-//
-// The dictionary directory can be overridden with SOU_JIEBA_DICT_DIR (for a
-// binary deployed without the Go module cache). If the files are missing,
-// the analyzer logs an error and degrades to character bigrams for all Han
-// text instead of panicking as gojieba.NewJieba would.
-func SharedAnalyzer() *Analyzer {
-	sharedOnce.Do(func() {
-		paths := []string{gojieba.DICT_PATH, gojieba.HMM_PATH, gojieba.USER_DICT_PATH, gojieba.IDF_PATH, gojieba.STOP_WORDS_PATH}
-		if dir := os.Getenv("SOU_JIEBA_DICT_DIR"); dir != "" {
-			for i, p := range paths {
-				paths[i] = filepath.Join(dir, filepath.Base(p))
-			}
-		}
-		for _, p := range paths {
-			if _, err := os.Stat(p); err != nil {
-				slog.Error("index: gojieba dictionary missing; Chinese falls back to character bigrams", "path", p, "err", err)
-				sharedAnalyzer = &Analyzer{}
-				return
-			}
-		}
-		// The IDF table (6 MB of text, 16 MB in memory) serves only
-		// gojieba's keyword extraction, which sou never calls: load a
-		// one-word table in its place.
-		if idf, err := oneWordIDF(); err == nil {
-			paths[3] = idf
-			defer os.Remove(idf)
-		}
-		sharedAnalyzer = &Analyzer{jieba: gojieba.NewJieba(paths...)}
-	})
-	return sharedAnalyzer
-}
-
-// oneWordIDF writes the smallest IDF table cppjieba accepts (it asserts a
-// positive average) to a temporary file, read once by NewJieba.
-func oneWordIDF() (string, error) {
-	f, err := os.CreateTemp("", "sou-idf-*.utf8")
-	if err != nil {
-		return "", fmt.Errorf("temporary IDF table: %w", err)
-	}
-	_, err = f.WriteString("sou 1.0\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return "", fmt.Errorf("temporary IDF table: %w", err)
-	}
-	return f.Name(), nil
-}
-
-// singleRunes stands in for gojieba when the dictionary is missing: every
-// Han character is a word, so the bigram fallback covers all Chinese.
-func singleRunes(han string) []gojieba.Word {
-	words := make([]gojieba.Word, 0, len(han)/3)
-	for i, r := range han {
-		if r == '\n' {
-			continue
-		}
-		n := utf8.RuneLen(r)
-		words = append(words, gojieba.Word{Str: han[i : i+n], Start: i, End: i + n})
-	}
-	return words
+// WithoutScriptFolding returns an analyzer over the same dictionary that
+// keeps Traditional Chinese as written, with a Version of its own: what
+// the analyzer did before folding, for measuring what folding does and for
+// testing nodes whose analyzers differ.
+func (a *Analyzer) WithoutScriptFolding() *Analyzer {
+	return &Analyzer{jieba: a.jieba, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
 }
 
 // Analyze returns the index-mode tokens of text: search-mode cuts, so
-// 搜索引擎 yields 搜索引擎, 搜索, 索引 and 引擎 at one position.
+// 搜索引擎 yields 搜索引擎, 搜索, 索引 and 引擎 at one position, and for
+// Traditional Chinese also the mainland words of Taiwan and Hong Kong
+// vocabulary (檔案 also yields 文件).
 func (a *Analyzer) Analyze(text string) []Token {
 	var out []Token
-	a.run(text, false, false, func(t span) { out = append(out, Token{Term: t.term, Pos: t.pos}) })
+	a.run(text, false, false, scriptUnknown, func(t span) { out = append(out, Token{Term: t.term, Pos: t.pos}) })
 	return out
 }
 
 // AnalyzeQuery returns the query-mode tokens of text: the plain (longest)
-// cut, and for runs of single Han characters their bigrams only.
+// cut, Taiwan and Hong Kong vocabulary replaced by the mainland words when
+// the query is in Traditional characters, and for runs of single Han
+// characters their bigrams only.
 func (a *Analyzer) AnalyzeQuery(text string) []Token {
 	var out []Token
-	a.run(text, true, false, func(t span) { out = append(out, Token{Term: t.term, Pos: t.pos}) })
+	a.run(text, true, false, scriptUnknown, func(t span) { out = append(out, Token{Term: t.term, Pos: t.pos}) })
 	return out
+}
+
+// pageScript is the script a page's fields are folded in when they do not
+// tell by themselves: the body's, else the title's. Snippets decide on
+// the body alone (they have nothing else), which differs only when the
+// body has no telling character at all.
+func (a *Analyzer) pageScript(title, body string) script {
+	if a.fold == nil {
+		return scriptUnknown
+	}
+	if sc := a.fold.scriptOf(body); sc != scriptUnknown {
+		return sc
+	}
+	return a.fold.scriptOf(title)
 }
 
 // span is a token with its byte range in the original (unnormalized) text.
@@ -138,10 +93,13 @@ type span struct {
 }
 
 // analyzeSpans is Analyze with byte offsets into text (used by snippets and
-// cached pages to highlight the original characters).
-func (a *Analyzer) analyzeSpans(text string, query bool) []span {
+// cached pages to highlight the original characters), ordered by start
+// (an alternative reading may start inside the word before it); page is
+// the script of the page text comes from (see pageScript).
+func (a *Analyzer) analyzeSpans(text string, query bool, page script) []span {
 	var out []span
-	a.run(text, query, true, func(t span) { out = append(out, t) })
+	a.run(text, query, true, page, func(t span) { out = append(out, t) })
+	slices.SortStableFunc(out, func(x, y span) int { return x.start - y.start })
 	return out
 }
 
@@ -156,8 +114,8 @@ type segment struct {
 
 // normalize applies NFKC and lowercasing. When offsets is true, src maps
 // each byte of the result (plus one past the end) to the offset in text of
-// the character it came from.
-func normalize(text string, offsets bool) (string, []int32) {
+// the character it came from. han reports a Han character in the result.
+func normalize(text string, offsets bool) (s string, src []int32, han bool) {
 	ascii := true
 	for i := 0; i < len(text); i++ {
 		if text[i] >= utf8.RuneSelf {
@@ -165,7 +123,6 @@ func normalize(text string, offsets bool) (string, []int32) {
 			break
 		}
 	}
-	var src []int32
 	if ascii {
 		b := make([]byte, len(text))
 		for i := 0; i < len(text); i++ {
@@ -181,7 +138,7 @@ func normalize(text string, offsets bool) (string, []int32) {
 				src[i] = int32(i)
 			}
 		}
-		return string(b), src
+		return string(b), src, false
 	}
 	b := make([]byte, 0, len(text)+len(text)/8)
 	if offsets {
@@ -203,6 +160,7 @@ func normalize(text string, offsets bool) (string, []int32) {
 				b = append(b, byte(r))
 				continue
 			}
+			han = han || isHan(r)
 			b = utf8.AppendRune(b, unicode.ToLower(r))
 		}
 		if offsets {
@@ -214,7 +172,7 @@ func normalize(text string, offsets bool) (string, []int32) {
 	if offsets {
 		src = append(src, int32(len(text)))
 	}
-	return string(b), src
+	return string(b), src, han
 }
 
 func isHan(r rune) bool {
@@ -298,10 +256,36 @@ func scanWord(s string, i int) (end int, compound, numeric bool) {
 	return j, compound, numeric
 }
 
-// run is the analyzer: normalize, split into word tokens and Han runs,
-// segment all Han runs of the text with one cgo call, then emit tokens in
-// position order.
-func (a *Analyzer) run(text string, query, offsets bool, emit func(span)) {
+// alternative is a Taiwan word in folded Traditional text and its
+// mainland word (檔案, folded to 档案, reads 文件).
+type alternative struct {
+	start, end int // the key in the normalized, folded text
+	value      string
+}
+
+// reading is a Han run of Traditional text with its alternatives put in
+// (资讯检索 reads 信息检索), segmented with the text: its words that
+// cover an alternative are indexed too, so that a page matches a query
+// in either vocabulary, and a query's compound of the mainland reading
+// (信息检索) is found.
+type reading struct {
+	bufStart int     // in the buffer handed to jieba
+	src      []int32 // per byte of the reading (plus one past its end): the offset in the folded text
+	alts     []alternative
+}
+
+// extra is a word of a reading, at the folded text's offsets it came from.
+type extra struct {
+	start, end int
+	term       string
+}
+
+// run is the analyzer: normalize, fold Traditional Chinese, split into
+// word tokens and Han runs, segment all Han runs of the text (and the
+// alternatives) with one cgo call, then emit tokens in position order.
+// page is the script of the page the text belongs to, for text that does
+// not tell by itself.
+func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(span)) {
 	if len(text) > MaxAnalyzeBytes {
 		text = text[:MaxAnalyzeBytes]
 		for len(text) > 0 && !utf8.RuneStart(text[len(text)-1]) {
@@ -313,7 +297,25 @@ func (a *Analyzer) run(text string, query, offsets bool, emit func(span)) {
 			}
 		}
 	}
-	s, src := normalize(text, offsets)
+	s, src, hasHan := normalize(text, offsets)
+	var alts []alternative
+	if hasHan && a.fold != nil {
+		sc := a.fold.scriptOf(text)
+		if sc == scriptUnknown {
+			sc = page
+		}
+		s, src = a.fold.fold(s, src, sc)
+		if sc == scriptTraditional {
+			// A query is one reading: the mainland one, which finds the
+			// pages of both scripts. A page gets both (a Taiwan page's 面板
+			// also matches a mainland 面板, though OpenCC reads it 皮肤).
+			if query {
+				s, src = a.fold.vocabulary.apply(s, src)
+			} else {
+				alts = vocabularyAlternatives(a.fold.vocabulary, s)
+			}
+		}
+	}
 	segs := make([]segment, 0, len(s)/6+1)
 	var han []byte
 	for i := 0; i < len(s); {
@@ -351,28 +353,51 @@ func (a *Analyzer) run(text string, query, offsets bool, emit func(span)) {
 			i += sz
 		}
 	}
-	var words []gojieba.Word
+	textBytes := len(han)
+	var readings []reading
+	if len(alts) > 0 {
+		han, readings = appendReadings(han, s, segs, alts)
+	}
+	var words, readingWords []gojieba.Word
 	if len(han) > 0 {
 		mode := gojieba.SearchMode
 		if query {
 			mode = gojieba.DefaultMode
 		}
 		// HMM is off: it merges unknown characters context-dependently, so
-		// the same Traditional text could segment differently in a page and
-		// in a query. Without it unknown text falls to single characters,
-		// which the bigram fallback below makes searchable.
-		if a.jieba != nil {
-			words = a.jieba.Tokenize(string(han), mode, false)
-		} else {
-			words = singleRunes(string(han))
+		// the same text could segment differently in a page and in a
+		// query. Without it unknown text falls to single characters,
+		// which the bigrams below make searchable.
+		words = a.jieba.Tokenize(string(han), mode, false)
+		// jieba cuts the buffer in order: the readings' words come last.
+		k := len(words)
+		for k > 0 && words[k-1].Start >= textBytes {
+			k--
 		}
+		words, readingWords = words[:k], words[k:]
 	}
+	extras := readingExtras(s, readings, readingWords)
 	mk := func(term string, pos, start, end int) span {
 		t := span{term: term, pos: pos}
 		if offsets {
 			t.start, t.end = int(src[start]), int(src[end])
+			if t.end <= t.start {
+				// Inside one original character that became several.
+				_, sz := utf8.DecodeRuneInString(text[t.start:])
+				t.end = t.start + sz
+			}
 		}
 		return t
+	}
+	xi := 0
+	// emitExtras emits, at pos, the extra words that start in [lo, hi) of
+	// s (the token there), and drops those that start before lo.
+	emitExtras := func(lo, hi, pos int) {
+		for ; xi < len(extras) && extras[xi].start < hi; xi++ {
+			if x := extras[xi]; x.start >= lo && len(x.term) <= maxTokenBytes {
+				emit(mk(x.term, pos, x.start, x.end))
+			}
+		}
 	}
 	pos := 0
 	wi := 0
@@ -403,6 +428,7 @@ func (a *Analyzer) run(text string, query, offsets bool, emit func(span)) {
 					k = e
 				}
 			}
+			emitExtras(sg.start, sg.end, pos)
 			pos++
 			continue
 		}
@@ -451,9 +477,114 @@ func (a *Analyzer) run(text string, query, offsets bool, emit func(span)) {
 			if nextSingle {
 				emit(mk(strings.Clone(w.Str+next.Str), pos, ns, next.End+base))
 			}
+			emitExtras(ns, ne, pos)
 			pos++
 		}
 	}
+}
+
+// vocabularyAlternatives lists the Taiwan words in folded text s whose
+// mainland word differs.
+func vocabularyAlternatives(p *foldPass, s string) []alternative {
+	var alts []alternative
+	for at, n, repl := p.next(s, 0); at >= 0; at, n, repl = p.next(s, at+n) {
+		if repl != s[at:at+n] {
+			alts = append(alts, alternative{start: at, end: at + n, value: repl})
+		}
+	}
+	return alts
+}
+
+// readingContext is how many characters of a run around its alternatives
+// a reading holds: enough for jieba to find the words that join an
+// alternative to its neighbours (资讯检索 reads 信息检索).
+const readingContext = 4
+
+// appendReadings appends to han, each followed by a newline, the readings
+// of the Han runs of s that hold alternatives (those inside one run): the
+// stretch of the run from readingContext characters before an alternative
+// to as many after it, the alternatives put in.
+func appendReadings(han []byte, s string, segs []segment, alts []alternative) ([]byte, []reading) {
+	var readings []reading
+	ai := 0
+	for _, sg := range segs {
+		if !sg.han {
+			continue
+		}
+		for ai < len(alts) && alts[ai].start < sg.start {
+			ai++
+		}
+		for ai < len(alts) && alts[ai].end <= sg.end {
+			first := ai
+			lo := retreatRunes(s, alts[ai].start, readingContext)
+			lo = max(lo, sg.start)
+			hi := min(advanceRunes(s, alts[ai].end, readingContext), sg.end)
+			for ai++; ai < len(alts) && alts[ai].end <= sg.end && alts[ai].start <= hi; ai++ {
+				hi = min(advanceRunes(s, alts[ai].end, readingContext), sg.end)
+			}
+			var rd reading
+			han, rd = appendReading(han, s, lo, hi, alts[first:ai])
+			readings = append(readings, rd)
+		}
+	}
+	return han, readings
+}
+
+// appendReading appends to han the reading of s[lo:hi] with alts put in.
+func appendReading(han []byte, s string, lo, hi int, alts []alternative) ([]byte, reading) {
+	rd := reading{bufStart: len(han), alts: alts}
+	at := lo
+	for _, alt := range alts {
+		han = append(han, s[at:alt.start]...)
+		for k := at; k < alt.start; k++ {
+			rd.src = append(rd.src, int32(k))
+		}
+		han = append(han, alt.value...)
+		from := alt.start // the k-th character of the key
+		for _, r := range alt.value {
+			for range utf8.RuneLen(r) {
+				rd.src = append(rd.src, int32(from))
+			}
+			if _, sz := utf8.DecodeRuneInString(s[from:alt.end]); from+sz < alt.end {
+				from += sz
+			}
+		}
+		at = alt.end
+	}
+	han = append(han, s[at:hi]...)
+	for k := at; k <= hi; k++ {
+		rd.src = append(rd.src, int32(k))
+	}
+	return append(han, '\n'), rd
+}
+
+// readingExtras returns the words of the readings that cover an
+// alternative, at the offsets of s they come from, ordered by start.
+func readingExtras(s string, readings []reading, words []gojieba.Word) []extra {
+	var extras []extra
+	wi := 0
+	for _, rd := range readings {
+		end := rd.bufStart + len(rd.src) - 1
+		for ; wi < len(words) && words[wi].Start < end; wi++ {
+			w := words[wi]
+			if w.Start < rd.bufStart || w.End > end {
+				continue
+			}
+			ws, we := int(rd.src[w.Start-rd.bufStart]), int(rd.src[w.End-rd.bufStart])
+			if we <= ws {
+				_, sz := utf8.DecodeRuneInString(s[ws:])
+				we = ws + sz
+			}
+			for _, alt := range rd.alts {
+				if alt.start < we && alt.end > ws {
+					extras = append(extras, extra{start: ws, end: we, term: w.Str})
+					break
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(extras, func(x, y extra) int { return x.start - y.start })
+	return extras
 }
 
 // isChildOf reports whether runWords[k] lies inside an earlier longer word.

@@ -39,10 +39,23 @@ func TestAnalyzer(t *testing.T) {
 			samePos: [][2]string{{"搜索引擎", "搜索"}, {"搜索引擎", "引擎"}}},
 		{name: "simplified query-mode keeps the long word", text: "搜索引擎", query: true,
 			want: []string{"搜索引擎"}, notWant: []string{"搜索", "引擎"}},
-		{name: "traditional falls back to bigrams", text: "資訊檢索系統",
-			want: []string{"資訊", "檢索", "資", "訊"}, samePos: [][2]string{{"資", "資訊"}}},
-		{name: "traditional query uses bigrams only", text: "資訊檢索", query: true,
-			want: []string{"資訊", "訊檢", "檢索"}, notWant: []string{"資", "索"}},
+		{name: "traditional is folded and segmented", text: "資訊檢索系統",
+			want:    []string{"资讯", "检索", "系统", "信息", "信息检索"},
+			notWant: []string{"資訊", "檢索", "資", "资"},
+			samePos: [][2]string{{"资讯", "信息"}, {"资讯", "信息检索"}}},
+		{name: "traditional query reads mainland words", text: "資訊檢索", query: true,
+			want: []string{"信息检索"}, notWant: []string{"资讯", "資訊", "资", "讯检"}},
+		{name: "taiwan vocabulary also indexes the mainland word", text: "開啟檔案，變更設定，執行巨集",
+			want:    []string{"档案", "文件", "设定", "设置", "巨集", "宏"},
+			samePos: [][2]string{{"档案", "文件"}, {"设定", "设置"}, {"巨集", "宏"}}},
+		{name: "taiwan vocabulary in a query", text: "開啟檔案 設定", query: true,
+			want: []string{"文件", "设置"}, notWant: []string{"档案", "设定"}},
+		{name: "hong kong variants", text: "這條電綫的衞生", want: []string{"电线", "卫生"}, notWant: []string{"衞", "綫"}},
+		{name: "simplified keeps its own words", text: "打开文件，修改面板设置，程序",
+			want: []string{"文件", "面板", "设置", "程序"}, notWant: []string{"文档", "皮肤", "进程"}},
+		{name: "simplified query keeps its own words", text: "文件 面板 巨集", query: true,
+			want: []string{"文件", "面板", "巨集"}, notWant: []string{"文档", "皮肤", "宏"}},
+		{name: "simplified 么 and 才 stay", text: "为什么才来", want: []string{"什么", "才"}, notWant: []string{"什幺", "纔"}},
 		{name: "mixed chinese english", text: "中文English混合Go语言",
 			want: []string{"中文", "english", "混合", "go", "语言"}},
 		{name: "full-width ascii folds", text: "ＡＢＣ　ｄｅｆ１２３ Ｃ＋＋",
@@ -100,14 +113,23 @@ func TestAnalyzer(t *testing.T) {
 
 func TestAnalyzerSpansMapToOriginal(t *testing.T) {
 	a := SharedAnalyzer()
-	text := "Ｃ＋＋ 搜索引擎 Café résumé"
-	for _, sp := range a.analyzeSpans(text, false) {
-		if sp.start < 0 || sp.end > len(text) || sp.start >= sp.end {
-			t.Fatalf("bad span %+v", sp)
-		}
-		orig := text[sp.start:sp.end]
-		if got := terms(a.Analyze(orig)); !slices.Contains(got, sp.term) {
-			t.Errorf("span %q -> original %q analyzes to %v", sp.term, orig, got)
+	for _, text := range []string{
+		"Ｃ＋＋ 搜索引擎 Café résumé",
+		// Folded, with Taiwan words that read differently (記憶體 → 内存,
+		// 資訊檢索 → 信息检索) and a character NFKC makes three (㍿).
+		"請開啟檔案，記憶體不足，資訊檢索系統 ㍿ 巨集",
+	} {
+		page := a.pageScript("", text)
+		for _, sp := range a.analyzeSpans(text, false, page) {
+			if sp.start < 0 || sp.end > len(text) || sp.start >= sp.end {
+				t.Fatalf("bad span %+v", sp)
+			}
+			orig := text[sp.start:sp.end]
+			var got []string
+			a.run(orig, false, false, page, func(t span) { got = append(got, t.term) })
+			if !slices.Contains(got, sp.term) {
+				t.Errorf("span %q -> original %q analyzes to %v", sp.term, orig, got)
+			}
 		}
 	}
 }
@@ -146,33 +168,31 @@ func TestAnalyzerConcurrent(t *testing.T) {
 func BenchmarkAnalyzeChinese(b *testing.B) {
 	a := SharedAnalyzer()
 	text := strings.Repeat("搜索引擎是指根据一定的策略、运用特定的计算机程序从互联网上采集信息，在对信息进行组织和处理后，为用户提供检索服务，将检索的相关信息展示给用户的系统。", 40)
-	b.SetBytes(int64(len(text)))
-	b.ReportAllocs()
-	for b.Loop() {
-		a.Analyze(text)
-	}
+	benchmarkAnalyze(b, a, text)
+}
+
+// BenchmarkAnalyzeTraditional is BenchmarkAnalyzeChinese's text as
+// Taiwan writes it (script folding and Taiwan vocabulary at work).
+func BenchmarkAnalyzeTraditional(b *testing.B) {
+	a := SharedAnalyzer()
+	text := strings.Repeat("搜尋引擎是指根據一定的策略、運用特定的電腦程式從網際網路上蒐集資訊，在對資訊進行組織和處理後，為使用者提供檢索服務，將檢索的相關資訊展示給使用者的系統。", 40)
+	benchmarkAnalyze(b, a, text)
 }
 
 func BenchmarkAnalyzeEnglish(b *testing.B) {
 	a := SharedAnalyzer()
 	text := strings.Repeat("A web search engine is a software system that searches the World Wide Web for information specified in a query; results are presented as a list of pages, e.g. C++ docs and AT&T's site. ", 40)
+	benchmarkAnalyze(b, a, text)
+}
+
+// benchmarkAnalyze reports, besides wall time, the process's CPU time per
+// call: steadier on a shared machine.
+func benchmarkAnalyze(b *testing.B, a *Analyzer, text string) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		a.Analyze(text)
 	}
-}
-
-// Without a dictionary the analyzer still finds Chinese through bigrams.
-func TestAnalyzerWithoutDictionary(t *testing.T) {
-	a := &Analyzer{}
-	got := terms(a.Analyze("搜索引擎 test"))
-	for _, w := range []string{"搜索", "索引", "引擎", "搜", "test"} {
-		if !slices.Contains(got, w) {
-			t.Errorf("missing %q in %v", w, got)
-		}
-	}
-	if q := terms(a.AnalyzeQuery("搜索引擎")); !slices.Equal(q, []string{"搜索", "索引", "引擎"}) {
-		t.Errorf("query = %v", q)
-	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }

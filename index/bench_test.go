@@ -2,11 +2,17 @@ package index
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	xhtml "golang.org/x/net/html"
 )
 
 // BenchmarkIndexing measures Put throughput (analysis, compression, page
@@ -149,4 +155,110 @@ func BenchmarkIndexingBatch(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/doc")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 	ix.Close()
+}
+
+// corpusPages reads up to n pages matching pattern from the real corpus
+// (/work/shared/corpus/install.sh): title and visible text. It skips the
+// benchmark when the corpus is not installed.
+func corpusPages(b *testing.B, pattern string, n int) []*Document {
+	b.Helper()
+	paths, _ := filepath.Glob(pattern)
+	if _, err := os.Stat("/var/lib/sou-corpus/sites.tsv"); err != nil || len(paths) == 0 {
+		b.Skip("real corpus not installed")
+	}
+	slices.Sort(paths)
+	var docs []*Document
+	for _, p := range paths[:min(n, len(paths))] {
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		root, err := xhtml.Parse(f)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := &Document{URL: "http://help.libreoffice.test/" + p}
+		var body strings.Builder
+		var walk func(n *xhtml.Node)
+		walk = func(n *xhtml.Node) {
+			if n.Type == xhtml.ElementNode && (n.Data == "script" || n.Data == "style") {
+				return
+			}
+			if n.Type == xhtml.ElementNode && n.Data == "title" && n.FirstChild != nil {
+				d.Title = n.FirstChild.Data
+				return
+			}
+			if n.Type == xhtml.TextNode {
+				body.WriteString(n.Data)
+				body.WriteByte(' ')
+			}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				walk(c)
+			}
+		}
+		walk(root)
+		d.Body = body.String()
+		docs = append(docs, d)
+	}
+	return docs
+}
+
+// BenchmarkAnalyzeCorpusPage measures the analysis of a real page (title,
+// body and URL, as Put analyzes them) from the corpus in both scripts:
+// LibreOffice's help (short pages, some English) and the Chinese manual
+// pages (longer, all Chinese). With script folding, without it (the
+// analyzer before folding, the same dictionary), and the folding alone
+// (normalized title and body through the conversion tables, no
+// segmentation). Reports the process's CPU time per page (steadier than
+// wall time on a shared machine).
+func BenchmarkAnalyzeCorpusPage(b *testing.B) {
+	shared := SharedAnalyzer()
+	for _, set := range []struct{ name, pattern string }{
+		{"help-zh-TW", "/usr/share/libreoffice/help/zh-TW/text/shared/01/*.html"},
+		{"help-zh-CN", "/usr/share/libreoffice/help/zh-CN/text/shared/01/*.html"},
+		{"man-zh-TW", "/var/lib/sou-corpus/manpages-zh/zh_TW/man1/*.html"},
+		{"man-zh-CN", "/var/lib/sou-corpus/manpages-zh/zh_CN/man1/*.html"},
+	} {
+		lang := set.name
+		docs := corpusPages(b, set.pattern, 200)
+		var bytes int64
+		for _, d := range docs {
+			bytes += int64(len(d.Title) + len(d.Body))
+		}
+		perPage := func(b *testing.B, do func(d *Document)) {
+			b.SetBytes(bytes / int64(len(docs)))
+			cpu0 := cpuTime()
+			for i := 0; b.Loop(); i++ {
+				do(docs[i%len(docs)])
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/page")
+		}
+		for _, v := range []struct {
+			name string
+			an   *Analyzer
+		}{{"folded", shared}, {"unfolded", shared.WithoutScriptFolding()}} {
+			ix := &Index{an: v.an}
+			b.Run(lang+"/"+v.name, func(b *testing.B) {
+				perPage(b, func(d *Document) { ix.releaseDoc(ix.analyzeDoc(d, nil)) })
+			})
+		}
+		type normalized struct {
+			title, body string
+			sc          script
+		}
+		norm := map[*Document]normalized{}
+		for _, d := range docs {
+			title, _, _ := normalize(d.Title, false)
+			body, _, _ := normalize(d.Body, false)
+			norm[d] = normalized{title, body, shared.pageScript(d.Title, d.Body)}
+		}
+		b.Run(lang+"/fold-only", func(b *testing.B) {
+			perPage(b, func(d *Document) {
+				n := norm[d]
+				shared.fold.fold(n.title, nil, n.sc)
+				shared.fold.fold(n.body, nil, n.sc)
+			})
+		})
+	}
 }

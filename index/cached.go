@@ -54,6 +54,9 @@ func CachedHTML(rec *PageRecord, terms []string) ([]byte, error) {
 		text, isHTML = rec.Title+"\n\n"+rec.Body, false
 	}
 	banner := bannerNode(rec, uniq, colour)
+	// Text nodes are analyzed one by one: the page's script decides for
+	// those that do not tell (a Taiwan page's 文件 is a mainland 文档).
+	page := SharedAnalyzer().pageScript(rec.Title, rec.Body)
 	if !isHTML {
 		var b bytes.Buffer
 		b.WriteString(`<!DOCTYPE html><html><head><meta charset="utf-8"><title>`)
@@ -63,7 +66,7 @@ func CachedHTML(rec *PageRecord, terms []string) ([]byte, error) {
 			return nil, fmt.Errorf("index: render banner: %w", err)
 		}
 		b.WriteString(`<pre style="white-space:pre-wrap">`)
-		for _, n := range highlightText(text, colour) {
+		for _, n := range highlightText(text, colour, page) {
 			if err := xhtml.Render(&b, n); err != nil {
 				return nil, fmt.Errorf("index: render cached text: %w", err)
 			}
@@ -104,7 +107,7 @@ func CachedHTML(rec *PageRecord, terms []string) ([]byte, error) {
 				}
 			case xhtml.TextNode:
 				if len(colour) > 0 && strings.TrimSpace(c.Data) != "" {
-					for _, h := range highlightText(c.Data, colour) {
+					for _, h := range highlightText(c.Data, colour, page) {
 						n.InsertBefore(h, c)
 					}
 					n.RemoveChild(c)
@@ -169,13 +172,14 @@ func cleanAttrs(attrs []xhtml.Attribute) []xhtml.Attribute {
 }
 
 // highlightText splits text into text nodes and <mark> elements around
-// analyzer tokens that equal a query term.
-func highlightText(text string, colour map[string]string) []*xhtml.Node {
+// analyzer tokens that equal a query term; page is the script of the page
+// (see Analyzer.pageScript).
+func highlightText(text string, colour map[string]string, page script) []*xhtml.Node {
 	var out []*xhtml.Node
 	at := 0
 	if len(colour) > 0 && utf8.ValidString(text) {
 		end := -1
-		for _, sp := range SharedAnalyzer().analyzeSpans(text, false) {
+		for _, sp := range SharedAnalyzer().analyzeSpans(text, false, page) {
 			c, ok := colour[sp.term]
 			if !ok || sp.start < end || sp.start < at {
 				continue

@@ -1,38 +1,86 @@
-// Package index owns a node's shard: the analyzer (gojieba + Unicode words),
-// the page store, positional postings in compressed blocks, field statistics
-// for BM25F, snippets and cached pages.
+// Package index owns a node's shard: the analyzer (script folding, gojieba,
+// Unicode words), the page store, positional postings in compressed
+// blocks, field statistics for BM25F, snippets and cached pages.
 //
 // # Analyzer
 //
-// One gojieba instance per process (SharedAnalyzer, sync.Once). cppjieba's
-// Cut/CutForSearch are const methods over a read-only trie, so the instance
-// is shared by all goroutines without a lock (AddWord/RemoveWord, which
-// mutate it, are never called). Dictionaries come from gojieba's default
-// paths (gojieba.DICT_PATH etc., inside the Go module cache) or from
-// SOU_JIEBA_DICT_DIR; when missing, Chinese degrades to character bigrams
-// rather than panicking. All Han runs of a text are joined and segmented by
-// one cgo call; segmentation is still the dominant CPU cost of indexing.
+// One gojieba instance per process (LoadAnalyzer, sync.Once) over
+// dictionaries compiled into the binary (data/, data/README.md), so that
+// the binary runs without the Go module cache and every node segments
+// alike. cppjieba reads dictionaries from files, once, in its
+// constructor: they are written to a private temporary directory, loaded
+// and removed. A failure is an error from LoadAnalyzer and Open, never a
+// fallback: a node that cut text differently would corrupt global IDF
+// without a sign. SOU_JIEBA_DICT_DIR replaces jieba.dict.utf8 and
+// user.dict.utf8 (checked line by line first: cppjieba aborts the process
+// on a malformed one). cppjieba's Cut/CutForSearch are const methods over
+// a read-only trie, so the instance is shared by all goroutines without a
+// lock (AddWord/RemoveWord, which mutate it, are never called). All Han
+// runs of a text are joined and segmented by one cgo call; segmentation
+// is the dominant CPU cost of indexing.
 //
-// Text is NFKC-folded (full-width to ASCII) and lowercased. Index mode uses
-// search-mode cuts (搜索引擎 also yields 搜索, 索引, 引擎), with sub-words at
-// the position of their parent word so phrases keep matching; query mode
-// uses the plain cut. HMM is off: it merges unknown characters depending on
-// context, so a query and a page could segment the same text differently.
-// Traditional Chinese: no Traditional→Simplified table exists in the module
-// cache or on the system, so instead runs of single characters (what
-// gojieba's Simplified dictionary leaves of Traditional text) also index
+// Text is NFKC-folded (full-width to ASCII), lowercased and script-folded
+// (below). Index mode uses search-mode cuts (搜索引擎 also yields 搜索,
+// 索引, 引擎), with sub-words at the position of their parent word so
+// phrases keep matching; query mode uses the plain cut. HMM is off: it
+// merges unknown characters depending on context, so a query and a page
+// could segment the same text differently. Runs of single characters
+// (what jieba leaves of words it does not know, names mostly) also index
 // their character bigrams at the first character's position; queries use
-// the bigrams only (資訊檢索 → 資訊 訊檢 檢索), which also phrase-match.
+// the bigrams only, which also phrase-match.
 // Other scripts: letters/digits/marks form words; joiners . & @ - _ ' glue
 // words when followed by a letter or digit (3.14, at&t, e-mail,
 // user@example.com, node.js) and, in index mode, the parts are indexed at the
 // same position too; suffixes ++ and # (c++, c#) and a leading dot (.net)
 // are kept. Tokens over 64 bytes and text beyond 1 MiB per field are dropped.
 //
+// Analyzer.Version names everything that decides terms: analyzerAlgorithm
+// (bumped by hand when a change to the code changes terms) and a hash of
+// the dictionaries and conversion tables. The index records it (Storage);
+// search refuses to merge shards of another version.
+//
+// # Script folding
+//
+// Traditional Chinese is folded to Simplified before segmentation, in
+// pages and in queries, so that one (Simplified) dictionary serves both
+// scripts. The tables are OpenCC's (data/opencc), applied by fold.go: a
+// trie per step built once, OpenCC's maximum forward matching, and a map
+// from each byte of the folded text to the original, so that snippets and
+// cached pages highlight the page's own characters (a replacement's k-th
+// character maps to the k-th it replaced). github.com/longbridgeapp/opencc
+// does not fit: it keeps no offsets, allocates a map at every position
+// it converts (its cost per page: BENCHMARKS.md, "Script folding") and
+// registers a command-line flag when imported.
+//
+// A text's script is decided on its first 64 KiB: characters only
+// Traditional uses (t2s changes them: 們) against characters only
+// Simplified uses (s2t changes them: 们). A field that does not tell (a
+// short title, 巨集) takes its page's script: the body's, else the
+// title's. Traditional text goes through OpenCC's Taiwan and Hong Kong
+// variant tables, then t2s; other text through t2s only, which leaves
+// Simplified text as it is bar quoted Traditional characters (the
+// variant tables would not: 什么 is not 什幺).
+//
+// Vocabulary: Taiwan words whose mainland word differs (OpenCC's
+// TWPhrasesRev: 檔案 文件, 設定 设置, 巨集 宏). It applies to
+// Traditional text only: in Simplified text it would change meanings (a
+// mainland 文件 is a file, a Taiwan one a document). A Traditional page
+// indexes both readings: the folded word (档案) and, at its position, the
+// words that a segmentation of the mainland reading (the alternative and
+// four characters each side) makes across the alternative (资讯检索 also
+// yields 信息 and 信息检索), so that a page matches a query in either
+// vocabulary; where OpenCC's mainland word is doubtful (面板 → 皮肤) the
+// page still matches its own word. A Traditional query is read in
+// mainland words only. A query that does not tell (巨集, 列印) is read as
+// Simplified: it finds Taiwan pages by their folded words but not the
+// mainland pages of the other word (an OR of both readings would need the
+// query parser).
+//
 // # Storage (Badger, keys under "i:")
 //
 //	i:m:alloc               next docID (written by every Put)
 //	i:m:flush               flush watermark, term count, postings bytes (written by every flush)
+//	i:m:analyzer            Analyzer.Version of the postings
 //	i:u:<url>               docID (uint32 BE)
 //	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
 //	i:r:<docID>             raw body as fetched, zstd
@@ -134,7 +182,16 @@
 // postings and disappear with the doc, so statistics, postings and page
 // store agree after a kill -9 at any instant. Docs at or above the
 // watermark (stored but not flushed) are re-analyzed from the page store on
-// Open and flushed before Open returns.
+// Open, on all cores, and flushed FlushDocs at a time (each flush moving
+// the watermark) before Open returns.
+//
+// An index whose i:m:analyzer is not its analyzer's version (built by
+// another release, or with other dictionaries) has every i:p: and i:l:
+// key dropped and its watermark moved to 0, then i:m:analyzer set: the
+// re-analysis above then indexes every stored page again, from its
+// record, before Open returns, so a node never searches postings of
+// another analyzer. A crash before i:m:analyzer is set starts over; one
+// after resumes at the watermark.
 //
 // A flush commits postings in several transactions, each holding whole
 // term updates (a term's new full blocks and its new tail together; a term

@@ -47,6 +47,9 @@ type Options struct {
 	// (measured: 55 pages/s crawl + index against 1,179 crawl alone).
 	// Flush and Close re-index everything. 0 = default (30 s).
 	ReindexDelay time.Duration
+	// Analyzer turns text into terms (nil = LoadAnalyzer()). An index
+	// built with another analyzer version is re-indexed by Open.
+	Analyzer *Analyzer
 }
 
 // DefaultOptions suits a crawler node: flush every 2,000 pages or second,
@@ -121,10 +124,18 @@ type Index struct {
 
 // Open uses the node's shared Badger (keys under "i:" only). Documents that
 // were stored but whose postings were not flushed before a crash are
-// re-analyzed from the page store and flushed before Open returns.
+// re-analyzed from the page store and flushed before Open returns; so is
+// every document when the index was built with another analyzer version.
 func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if db == nil {
 		return nil, errors.New("index: nil badger DB")
+	}
+	an := opts.Analyzer
+	if an == nil {
+		var err error
+		if an, err = LoadAnalyzer(); err != nil {
+			return nil, err
+		}
 	}
 	def := DefaultOptions()
 	if opts.FlushDocs <= 0 {
@@ -154,25 +165,94 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 		return nil, fmt.Errorf("index: zstd decoder: %w", err)
 	}
 	ix := &Index{
-		db: db, opt: opts, log: log, an: SharedAnalyzer(), enc: enc, dec: dec,
+		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec,
 		reindex: map[string]time.Time{}, hosts: map[string]*hostAgg{},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
 	if opts.TailCacheBytes > 0 {
 		ix.tails = newTailCache(opts.TailCacheBytes)
 	}
+	if err := ix.checkAnalyzer(); err != nil {
+		return nil, err
+	}
 	if err := ix.load(); err != nil {
 		return nil, err
 	}
-	if err := ix.flushOnce(context.Background(), true); err != nil {
+	ctx := context.Background()
+	if err := ix.reanalyze(ctx); err != nil {
+		return nil, err
+	}
+	if err := ix.flushOnce(ctx, true); err != nil {
 		return nil, fmt.Errorf("index: flush recovered documents: %w", err)
 	}
 	go ix.flushLoop()
 	return ix, nil
 }
 
-// load reads the state, per-doc metadata and tombstones, and re-analyzes
-// pending documents.
+// checkAnalyzer makes the index one of ix.an's version: when it holds
+// documents analyzed by another one, it drops every postings block and
+// i:l: key and moves the flush watermark to 0, so that Open analyzes
+// every document again (reanalyze). A crash in between leaves the old
+// version recorded, and the next Open starts over.
+func (ix *Index) checkAnalyzer() error {
+	var stored string
+	var docs bool
+	err := ix.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyAnalyzer))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			stored = string(v)
+		}
+		var st state
+		item, err = txn.Get([]byte(keyAlloc))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := item.Value(st.decodeAlloc); err != nil {
+				return err
+			}
+			docs = st.NextDoc > 0
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: read analyzer version: %w", err)
+	}
+	want := ix.an.Version()
+	if stored == want {
+		return nil
+	}
+	if docs {
+		ix.log.Warn("index: built with another analyzer: re-indexing every stored page before searching", "was", stored, "now", want)
+		if err := ix.db.DropPrefix([]byte(prefixPostings), []byte(prefixLens)); err != nil {
+			return fmt.Errorf("index: drop postings of analyzer %q: %w", stored, err)
+		}
+	}
+	err = ix.db.Update(func(txn *badger.Txn) error {
+		if docs {
+			if err := txn.Set([]byte(keyFlush), (&state{}).encodeFlush()); err != nil {
+				return err
+			}
+		}
+		return txn.Set([]byte(keyAnalyzer), []byte(want))
+	})
+	if err != nil {
+		return fmt.Errorf("index: record analyzer version: %w", err)
+	}
+	return nil
+}
+
+// load reads the state, per-doc metadata, tombstones and re-index
+// requests.
 func (ix *Index) load() error {
 	err := ix.db.View(func(txn *badger.Txn) error {
 		for _, k := range []struct {
@@ -230,32 +310,79 @@ func (ix *Index) load() error {
 	if err != nil {
 		return fmt.Errorf("index: load state: %w", err)
 	}
-	// Documents past the flush watermark were stored (page record committed)
-	// but their postings were not: analyze them again.
-	for id := ix.st.Flushed; id < ix.st.NextDoc; id++ {
-		if ix.isDeleted(id) {
-			continue
-		}
-		rec, err := ix.getByID(nil, id, false)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("index: recover doc %d: %w", id, err)
-		}
-		dp := ix.analyzeDoc(&rec.Document, rec.Anchors)
-		ix.metas[id] = dp.meta
-		ix.maxStatic = max(ix.maxStatic, dp.meta.static)
-		if ix.pending == nil {
-			ix.pending = newPendingIndex(ix.pendingHint)
-		}
-		ix.pending.add(id, dp)
-		ix.releaseDoc(dp)
-	}
-	if n := ix.pendingDocs(); n > 0 {
-		ix.log.Info("index: re-indexing documents not flushed before shutdown", "docs", n)
-	}
 	ix.publish()
+	return nil
+}
+
+// analyzeStored analyzes the stored document id (nil if it is deleted).
+func (ix *Index) analyzeStored(id uint32) (*docPostings, error) {
+	if ix.isDeleted(id) {
+		return nil, nil
+	}
+	rec, err := ix.getByID(nil, id, false)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("doc %d: %w", id, err)
+	}
+	return ix.analyzeDoc(&rec.Document, rec.Anchors), nil
+}
+
+// reanalyze analyzes again the documents stored at or above the flush
+// watermark (stored before a crash but not flushed, or every document
+// after a change of analyzer) from their page records, on all cores, and
+// flushes them FlushDocs at a time, moving the watermark each time, so
+// that memory stays that of one batch and a crash resumes where it
+// stopped. Called by Open only.
+func (ix *Index) reanalyze(ctx context.Context) error {
+	total := ix.st.NextDoc - ix.st.Flushed
+	if total > 0 {
+		ix.log.Info("index: analyzing stored documents", "docs", total)
+	}
+	for ix.st.Flushed < ix.st.NextDoc {
+		from := ix.st.Flushed
+		to := from + min(ix.st.NextDoc-from, uint32(ix.opt.FlushDocs))
+		analyzed := make([]*docPostings, to-from)
+		errs := make([]error, to-from)
+		pend := newPendingIndex(ix.pendingHint)
+		err := inWindows(ctx, int(to-from),
+			func(i int) { analyzed[i], errs[i] = ix.analyzeStored(from + uint32(i)) },
+			func(lo, hi int) error {
+				for i := lo; i < hi; i++ {
+					if errs[i] != nil {
+						return errs[i]
+					}
+					dp := analyzed[i]
+					if dp == nil {
+						continue
+					}
+					id := from + uint32(i)
+					ix.metas[id] = dp.meta
+					ix.maxStatic = max(ix.maxStatic, dp.meta.static)
+					pend.add(id, dp)
+					ix.releaseDoc(dp)
+					analyzed[i] = nil
+				}
+				return nil
+			})
+		if err != nil {
+			for _, dp := range analyzed {
+				if dp != nil {
+					ix.releaseDoc(dp)
+				}
+			}
+			return fmt.Errorf("index: analyze stored documents: %w", err)
+		}
+		ix.pendingHint = len(pend.terms) * 5 / 4
+		snap := flushSnapshot{metas: ix.metas, deleted: ix.deleted}
+		if err := ix.flushPending(ctx, pend, from, to, &snap); err != nil {
+			return fmt.Errorf("index: flush re-analyzed documents: %w", err)
+		}
+		if to < ix.st.NextDoc {
+			ix.log.Info("index: analyzing stored documents", "done", to-(ix.st.NextDoc-total), "of", total)
+		}
+	}
 	return nil
 }
 
@@ -402,9 +529,10 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 			maxPos = max(maxPos, t.pos)
 		}
 	}
+	page := ix.an.pageScript(d.Title, d.Body)
 	add := func(f int, text string) {
 		field, maxPos = f, -1
-		ix.an.run(text, false, false, emit)
+		ix.an.run(text, false, false, page, emit)
 		base += uint32(maxPos+1) + fieldGap
 	}
 	add(FieldTitle, d.Title)

@@ -182,7 +182,8 @@ func TestIndexPutGetDeleteUpdate(t *testing.T) {
 	}{
 		{"apple", []string{"http://a.example/1", "http://a.example/2", "http://b.example/2"}},
 		{"搜索", []string{"http://a.example/1"}},
-		{"檢索", []string{"http://b.example/2"}},
+		{"检索", []string{"http://b.example/2"}}, // 檢索 folded
+		{"信息", []string{"http://b.example/2"}}, // 資訊 in Taiwan's vocabulary
 		{"banana", []string{"http://a.example/2", "http://b.example/1"}},
 		{"nothing", nil},
 	}

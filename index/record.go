@@ -11,17 +11,18 @@ import (
 
 // Badger key prefixes owned by this package (all under "i:").
 const (
-	keyAlloc        = "i:m:alloc" // next docID to allocate (written by every Put)
-	keyFlush        = "i:m:flush" // flush watermark, term count, postings bytes (written by every flush)
-	prefixURL       = "i:u:"      // url -> docID (4 bytes BE)
-	prefixDoc       = "i:d:"      // docID -> page record without Raw: summary, then zstd (appendStored)
-	prefixRaw       = "i:r:"      // docID -> raw body (zstd)
-	prefixHost      = "i:h:"      // host 0x00 docID -> empty
-	prefixLens      = "i:l:"      // docID -> field lengths, static rank, host (written when postings are flushed)
-	prefixTomb      = "i:x:"      // docID -> empty: tombstone of a deleted or replaced doc
-	prefixAnchors   = "i:a:"      // url -> anchor texts received from other pages
-	prefixReindex   = "i:q:"      // url -> empty: anchors changed, re-index the page
-	prefixPostings  = "i:p:"      // term 0x00 lastDocID -> postings block
+	keyAlloc        = "i:m:alloc"    // next docID to allocate (written by every Put)
+	keyFlush        = "i:m:flush"    // flush watermark, term count, postings bytes (written by every flush)
+	keyAnalyzer     = "i:m:analyzer" // Analyzer.Version the postings were made with
+	prefixURL       = "i:u:"         // url -> docID (4 bytes BE)
+	prefixDoc       = "i:d:"         // docID -> page record without Raw: summary, then zstd (appendStored)
+	prefixRaw       = "i:r:"         // docID -> raw body (zstd)
+	prefixHost      = "i:h:"         // host 0x00 docID -> empty
+	prefixLens      = "i:l:"         // docID -> field lengths, static rank, host (written when postings are flushed)
+	prefixTomb      = "i:x:"         // docID -> empty: tombstone of a deleted or replaced doc
+	prefixAnchors   = "i:a:"         // url -> anchor texts received from other pages
+	prefixReindex   = "i:q:"         // url -> empty: anchors changed, re-index the page
+	prefixPostings  = "i:p:"         // term 0x00 lastDocID -> postings block
 	maxAnchors      = 256
 	maxAnchorBytes  = 256
 	maxURLBytes     = 4096

@@ -43,6 +43,12 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 		maxRunes = 160
 	}
 	text = truncUTF8(text, snippetScanBytes)
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	an := SharedAnalyzer()
+	page := an.pageScript("", text)
+	hanTerms := false
 	set := make(map[string]int, len(terms))
 	for i, t := range terms {
 		// A term that is not valid UTF-8 could match inside a character
@@ -52,6 +58,7 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 			if _, ok := set[t]; !ok {
 				set[t] = i
 				inPlace = inPlace && (isLowerASCII(t) || isCaseless(t))
+				hanTerms = hanTerms || strings.IndexFunc(t, isHan) >= 0
 			}
 		}
 	}
@@ -66,12 +73,13 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 			off += i + len(term)
 		}
 	}
-	if inPlace {
+	if hanTerms && page == scriptTraditional {
+		// The terms are Simplified, the text is not: locate them with the
+		// analyzer, which folds the text as it did for indexing.
+		occ = an.locate(truncUTF8(text, 64<<10), set, page, occ)
+	} else if inPlace {
 		// Lowercasing a long page byte by byte was most of a snippet's
 		// cost (BENCHMARKS.md, the local p99).
-		if !utf8.ValidString(text) {
-			text = strings.ToValidUTF8(text, "\uFFFD")
-		}
 		for term, ti := range set {
 			if isCaseless(term) {
 				addAll(text, term, ti, strings.Index)
@@ -80,23 +88,20 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 			}
 		}
 	} else {
-		lower, valid := toLowerFast(text)
-		if !valid {
-			text = strings.ToValidUTF8(text, "\uFFFD")
-			lower, _ = toLowerFast(text)
-		}
+		lower, _ := toLowerFast(text)
 		if len(lower) == len(text) {
 			for term, ti := range set {
 				addAll(lower, term, ti, strings.Index)
 			}
 		} else {
 			// Lowercasing changed byte lengths: locate terms with the analyzer.
-			for _, sp := range SharedAnalyzer().analyzeSpans(truncUTF8(text, 64<<10), false) {
-				if ti, ok := set[sp.term]; ok {
-					occ = append(occ, occurrence{start: sp.start, end: sp.end, term: ti})
-				}
-			}
+			occ = an.locate(truncUTF8(text, 64<<10), set, page, occ)
 		}
+	}
+	if hanTerms && page != scriptTraditional && !allFound(occ, set) && an.folds(text) {
+		// Traditional characters quoted in a Simplified page: a byte
+		// search cannot find them for a Simplified term.
+		occ = an.locate(truncUTF8(text, 64<<10), set, page, occ[:0])
 	}
 	lo, hi := 0, 0
 	if len(occ) == 0 {
@@ -141,7 +146,26 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 			hi = advanceRunes(text, hi, maxRunes-utf8.RuneCountInString(text[lo:hi]))
 		}
 	}
-	return renderSnippet(text, lo, hi, set)
+	return renderSnippet(text, lo, hi, set, page)
+}
+
+// allFound reports whether occ holds every term of set.
+func allFound(occ []occurrence, set map[string]int) bool {
+	seen := make(map[int]bool, len(set))
+	for _, o := range occ {
+		seen[o.term] = true
+	}
+	return len(seen) == len(set)
+}
+
+// locate appends to occ the tokens of text that are in set.
+func (a *Analyzer) locate(text string, set map[string]int, page script, occ []occurrence) []occurrence {
+	for _, sp := range a.analyzeSpans(text, false, page) {
+		if ti, ok := set[sp.term]; ok {
+			occ = append(occ, occurrence{start: sp.start, end: sp.end, term: ti})
+		}
+	}
+	return occ
 }
 
 // isCaseless reports whether no rune of t has another case: then t occurs
@@ -242,10 +266,10 @@ func retreatRunes(s string, at, n int) int {
 
 // renderSnippet analyzes text[lo:hi] with some context, moves the edges to
 // token boundaries and writes the escaped, highlighted window.
-func renderSnippet(text string, lo, hi int, set map[string]int) string {
+func renderSnippet(text string, lo, hi int, set map[string]int, page script) string {
 	cLo := retreatRunes(text, lo, 16)
 	cHi := advanceRunes(text, hi, 16)
-	spans := SharedAnalyzer().analyzeSpans(text[cLo:cHi], false)
+	spans := SharedAnalyzer().analyzeSpans(text[cLo:cHi], false, page)
 	for i := range spans {
 		spans[i].start += cLo
 		spans[i].end += cLo

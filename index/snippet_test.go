@@ -31,8 +31,11 @@ func TestSnippet(t *testing.T) {
 			want: []string{"<b>搜索</b>", "…"}},
 		{name: "best window has most distinct terms", text: "alpha " + strings.Repeat("x ", 100) + "alpha beta gamma " + strings.Repeat("y ", 100), terms: []string{"alpha", "beta", "gamma"}, maxRunes: 40,
 			want: []string{"<b>alpha</b> <b>beta</b> <b>gamma</b>"}},
-		{name: "traditional bigram", text: long + "資訊檢索系統" + long, terms: []string{"資訊", "檢索"}, maxRunes: 20,
+		{name: "traditional quoted in simplified", text: long + "資訊檢索系統" + long, terms: []string{"资讯", "检索"}, maxRunes: 20,
 			want: []string{"<b>資訊檢索</b>"}},
+		{name: "traditional page, simplified terms", text: strings.Repeat("這是無關的內容。", 20) + "請開啟檔案並變更設定。" + strings.Repeat("這是無關的內容。", 20),
+			terms: []string{"文件", "设置"}, maxRunes: 30,
+			want: []string{"<b>檔案</b>", "<b>設定</b>"}},
 		{name: "no match gives the start", text: "hello world " + long, terms: []string{"zzz"}, maxRunes: 20,
 			want: []string{"hello world"}},
 		{name: "whitespace collapsed", text: "a\n\n\t  b term", terms: []string{"term"}, maxRunes: 50,
@@ -68,14 +71,14 @@ func TestSnippetChineseBoundaries(t *testing.T) {
 	text := strings.Repeat("中华人民共和国是一个伟大的国家，我们热爱和平与发展。", 30) + "搜索引擎" + strings.Repeat("计算机科学技术研究所正在进行自然语言处理。", 30)
 	a := SharedAnalyzer()
 	words := map[string]bool{}
-	for _, sp := range a.analyzeSpans(text, true) {
+	for _, sp := range a.analyzeSpans(text, true, scriptUnknown) {
 		words[text[sp.start:sp.end]] = true
 	}
 	for maxRunes := 5; maxRunes < 60; maxRunes += 3 {
 		got := Snippet(text, []string{"搜索引擎"}, maxRunes)
 		plain := strings.NewReplacer("<b>", "", "</b>", "").Replace(got)
 		plain = strings.Trim(plain, "…")
-		first := a.analyzeSpans(plain, true)
+		first := a.analyzeSpans(plain, true, scriptUnknown)
 		if len(first) == 0 {
 			t.Fatalf("empty snippet %q", got)
 		}

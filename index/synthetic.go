@@ -2,16 +2,14 @@ package index
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/yanyiwu/gojieba"
 )
 
 // Synthetic generates deterministic Chinese+English pages for benchmarks:
@@ -36,13 +34,7 @@ var (
 )
 
 func loadDict() {
-	f, err := os.Open(gojieba.DICT_PATH)
-	if err != nil {
-		dictErr = fmt.Errorf("open gojieba dictionary: %w", err)
-		return
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(strings.NewReader(embeddedJiebaDict))
 	total := 0.0
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
@@ -81,7 +73,7 @@ func NewSynthetic(seed uint64) (*Synthetic, error) {
 		return nil, dictErr
 	}
 	if len(dictWords) == 0 {
-		return nil, fmt.Errorf("gojieba dictionary %s has no words", gojieba.DICT_PATH)
+		return nil, errors.New("jieba dictionary has no words")
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	en := append([]string(nil), commonEnglish...)

@@ -157,10 +157,12 @@ type Coordinator struct {
 	hostFilter func(host string) bool
 }
 
-// NewCoordinator returns a coordinator over local, reaching peers through t.
+// NewCoordinator returns a coordinator over local, reaching peers through
+// t. Queries are analyzed with local's index's analyzer, whose version the
+// coordinator announces and requires of every shard.
 func NewCoordinator(local *Local, t Transport, cfg CoordinatorConfig, hostFilter func(string) bool) *Coordinator {
 	return &Coordinator{
-		local: local, transport: t, cfg: cfg, analyzer: index.SharedAnalyzer(),
+		local: local, transport: t, cfg: cfg, analyzer: local.ix.Analyzer(),
 		cache: newResultCache(cfg.CacheEntries, cfg.CacheTTL), lat: newLatencyTracker(),
 		hostFilter: hostFilter,
 	}
@@ -280,7 +282,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k, snippetTop int) 
 		dropped int
 	}
 	replies := make(chan reply, len(members))
-	wire, err := encodeShardRequest(shardRequest{query: q.Raw(), k: k, snippetTop: snippetTop})
+	wire, err := encodeShardRequest(shardRequest{analyzer: c.analyzer.Version(), query: q.Raw(), k: k, snippetTop: snippetTop})
 	for _, m := range members {
 		go func(m string) {
 			t0 := time.Now()
@@ -296,7 +298,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k, snippetTop int) 
 				var b []byte
 				b, rerr = c.transport.Request(ctx, m, wire)
 				if rerr == nil {
-					res, rerr = decodeShardResponse(b)
+					res, rerr = decodeShardResponse(b, c.analyzer.Version())
 				}
 				if rerr == nil {
 					rerr = validateShardResult(res, q, k)
@@ -392,11 +394,20 @@ func (c *Coordinator) localShard(ctx context.Context, q *Query, k, snippetTop in
 }
 
 // HandleShardRequest answers another coordinator with this node's shard:
-// candidates for a query, or the snippets of pages it asked for.
+// candidates for a query, or the snippets of pages it asked for. A
+// coordinator of another analyzer version gets this node's version and
+// nothing else: its query's terms and this shard's are not comparable.
 func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byte, error) {
 	r, err := decodeShardRequest(req)
 	if err != nil {
 		return nil, err
+	}
+	version := c.analyzer.Version()
+	if r.analyzer != version {
+		if len(r.snippetURLs) > 0 {
+			return encodeSnippetResponse(version, nil)
+		}
+		return encodeShardResponse(version, nil)
 	}
 	q, err := ParseQuery(r.query, c.analyzer)
 	if err != nil {
@@ -407,13 +418,13 @@ func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byt
 		if err != nil {
 			return nil, err
 		}
-		return encodeSnippetResponse(snips)
+		return encodeSnippetResponse(version, snips)
 	}
 	res, err := c.localShard(ctx, q, r.k, r.snippetTop)
 	if err != nil {
 		return nil, err
 	}
-	return encodeShardResponse(res)
+	return encodeShardResponse(version, res)
 }
 
 // fillSnippets fetches, from the shards that answered them, the snippets
@@ -466,7 +477,8 @@ func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query,
 	if member == c.transport.Self() {
 		return c.local.Snippets(ctx, q, urls, c.hostFilter)
 	}
-	wire, err := encodeShardRequest(shardRequest{query: q.Raw(), k: 1, snippetURLs: urls})
+	version := c.analyzer.Version()
+	wire, err := encodeShardRequest(shardRequest{analyzer: version, query: q.Raw(), k: 1, snippetURLs: urls})
 	if err != nil {
 		return nil, err
 	}
@@ -474,7 +486,7 @@ func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query,
 	if err != nil {
 		return nil, err
 	}
-	return decodeSnippetResponse(b, urls)
+	return decodeSnippetResponse(b, version, urls)
 }
 
 // highlightResults turns every snippet on the page into plain text and
@@ -565,17 +577,29 @@ func cacheKey(q *Query, page, n int) string {
 	return fmt.Sprintf("%s\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), page, n)
 }
 
-// Wire format of the search protocol, version 1: JSON objects, small and
+// Wire format of the search protocol, version 2: JSON objects, small and
 // self-describing. The query travels as its raw string and each shard parses
 // it with the same deterministic analyzer, which keeps the wire independent
-// of the query's internal form.
-const wireVersion = 1
+// of the query's internal form. Every request and answer carries its
+// sender's index.Analyzer version ("a"): a shard answers a request of
+// another version with its version alone, and a coordinator refuses an
+// answer of another version (a failed shard in Coverage, "analyzer version
+// X, want Y"), so that statistics and scores of two analyzers are never
+// merged.
+const wireVersion = 2
+
+// maxAnalyzerVersionBytes bounds the analyzer version on the wire.
+const maxAnalyzerVersionBytes = 64
+
+// errAnalyzerMismatch marks an answer from a shard whose analyzer differs.
+var errAnalyzerMismatch = errors.New("analyzer version")
 
 // MaxShardResponseBytes caps what a shard may send back.
 const MaxShardResponseBytes = 4 << 20
 
 type shardRequestWire struct {
 	V int    `json:"v"`
+	A string `json:"a"`
 	Q string `json:"q"`
 	K int    `json:"k"`
 	// S asks for snippets of the best S candidates only (0 = all).
@@ -587,6 +611,7 @@ type shardRequestWire struct {
 
 // shardRequest is a decoded shard request.
 type shardRequest struct {
+	analyzer    string
 	query       string
 	k           int
 	snippetTop  int
@@ -594,7 +619,7 @@ type shardRequest struct {
 }
 
 func encodeShardRequest(r shardRequest) ([]byte, error) {
-	return json.Marshal(shardRequestWire{V: wireVersion, Q: r.query, K: r.k, S: r.snippetTop, U: r.snippetURLs})
+	return json.Marshal(shardRequestWire{V: wireVersion, A: r.analyzer, Q: r.query, K: r.k, S: r.snippetTop, U: r.snippetURLs})
 }
 
 func decodeShardRequest(b []byte) (shardRequest, error) {
@@ -607,6 +632,9 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 	}
 	if w.V != wireVersion {
 		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, wireVersion)
+	}
+	if w.A == "" || len(w.A) > maxAnalyzerVersionBytes {
+		return shardRequest{}, fmt.Errorf("shard request analyzer version of %d bytes", len(w.A))
 	}
 	if len(w.Q) > MaxQueryBytes {
 		return shardRequest{}, fmt.Errorf("shard request query of %d bytes, at most %d", len(w.Q), MaxQueryBytes)
@@ -625,21 +653,23 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 			return shardRequest{}, fmt.Errorf("snippet request URL of %d bytes", len(u))
 		}
 	}
-	return shardRequest{query: w.Q, k: w.K, snippetTop: w.S, snippetURLs: w.U}, nil
+	return shardRequest{analyzer: w.A, query: w.Q, k: w.K, snippetTop: w.S, snippetURLs: w.U}, nil
 }
 
 type snippetResponseWire struct {
 	V  int               `json:"v"`
+	A  string            `json:"a"`
 	Sn map[string]string `json:"sn"`
 }
 
-func encodeSnippetResponse(snips map[string]string) ([]byte, error) {
-	return json.Marshal(snippetResponseWire{V: wireVersion, Sn: snips})
+func encodeSnippetResponse(analyzer string, snips map[string]string) ([]byte, error) {
+	return json.Marshal(snippetResponseWire{V: wireVersion, A: analyzer, Sn: snips})
 }
 
-// decodeSnippetResponse accepts snippets only for the pages asked for.
-func decodeSnippetResponse(b []byte, asked []string) (map[string]string, error) {
-	w, err := unmarshalResponse[snippetResponseWire](b, MaxResultsPerPage*(maxCandidateURLBytes+maxSnippetBytes)+64, "snippet response")
+// decodeSnippetResponse accepts snippets only from a shard of analyzer
+// version analyzer, and only for the pages asked for.
+func decodeSnippetResponse(b []byte, analyzer string, asked []string) (map[string]string, error) {
+	w, err := unmarshalResponse[snippetResponseWire](b, MaxResultsPerPage*(maxCandidateURLBytes+maxSnippetBytes)+128, "snippet response", analyzer)
 	if err != nil {
 		return nil, err
 	}
@@ -660,18 +690,19 @@ func decodeSnippetResponse(b []byte, asked []string) (map[string]string, error) 
 
 type shardResponseWire struct {
 	V int          `json:"v"`
+	A string       `json:"a"`
 	R *ShardResult `json:"r"`
 }
 
-func (w *shardResponseWire) version() int   { return w.V }
-func (w *snippetResponseWire) version() int { return w.V }
+func (w *shardResponseWire) versions() (int, string)   { return w.V, w.A }
+func (w *snippetResponseWire) versions() (int, string) { return w.V, w.A }
 
 // unmarshalResponse decodes a shard's JSON answer of at most maxBytes and
-// checks its version.
+// checks its wire version and that its analyzer version is analyzer.
 func unmarshalResponse[T any, PT interface {
 	*T
-	version() int
-}](b []byte, maxBytes int, what string) (*T, error) {
+	versions() (int, string)
+}](b []byte, maxBytes int, what, analyzer string) (*T, error) {
 	if len(b) > maxBytes {
 		return nil, fmt.Errorf("%s of %d bytes is too large", what, len(b))
 	}
@@ -679,18 +710,24 @@ func unmarshalResponse[T any, PT interface {
 	if err := json.Unmarshal(b, w); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", what, err)
 	}
-	if v := w.version(); v != wireVersion {
+	v, a := w.versions()
+	if v != wireVersion {
 		return nil, fmt.Errorf("%s version %d, want %d", what, v, wireVersion)
+	}
+	if a != analyzer {
+		return nil, fmt.Errorf("%w %.64q, want %q", errAnalyzerMismatch, a, analyzer)
 	}
 	return (*T)(w), nil
 }
 
-func encodeShardResponse(r *ShardResult) ([]byte, error) {
-	return json.Marshal(shardResponseWire{V: wireVersion, R: r})
+func encodeShardResponse(analyzer string, r *ShardResult) ([]byte, error) {
+	return json.Marshal(shardResponseWire{V: wireVersion, A: analyzer, R: r})
 }
 
-func decodeShardResponse(b []byte) (*ShardResult, error) {
-	w, err := unmarshalResponse[shardResponseWire](b, MaxShardResponseBytes, "shard response")
+// decodeShardResponse accepts the answer of a shard of analyzer version
+// analyzer.
+func decodeShardResponse(b []byte, analyzer string) (*ShardResult, error) {
+	w, err := unmarshalResponse[shardResponseWire](b, MaxShardResponseBytes, "shard response", analyzer)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -18,14 +19,19 @@ import (
 	"sou/index"
 )
 
-// openShard opens a real index on a Badger in a temp directory.
-func openCoordShard(t testing.TB) *index.Index {
+// openCoordShard opens a real index on a Badger in a temp directory.
+func openCoordShard(t testing.TB) *index.Index { return openCoordShardWith(t, nil) }
+
+// openCoordShardWith is openCoordShard with analyzer an (nil: the shared one).
+func openCoordShardWith(t testing.TB, an *index.Analyzer) *index.Index {
 	t.Helper()
 	db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := index.Open(db, index.DefaultOptions(), nil)
+	opts := index.DefaultOptions()
+	opts.Analyzer = an
+	ix, err := index.Open(db, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +106,13 @@ func (t *localTransport) Request(ctx context.Context, m string, req []byte) ([]b
 	if err != nil || t.forge[m] == nil {
 		return b, err
 	}
-	res, err := decodeShardResponse(b)
+	version := c.analyzer.Version()
+	res, err := decodeShardResponse(b, version)
 	if err != nil {
 		return nil, err
 	}
 	t.forge[m](res)
-	return encodeShardResponse(res)
+	return encodeShardResponse(version, res)
 }
 
 // network builds shards, puts each doc into one shard, and returns a
@@ -119,10 +126,18 @@ func network(t testing.TB, shards int, docs []*index.Document, place func(i int)
 // inRef selects (the pages of the shards whose answers should count).
 func networkRef(t testing.TB, shards int, docs []*index.Document, place func(i int) int, inRef func(i int) bool) ([]*Coordinator, []*localTransport, *Local) {
 	t.Helper()
+	return networkWith(t, make([]*index.Analyzer, shards), docs, place, inRef)
+}
+
+// networkWith is networkRef with shard i analyzing with analyzers[i] (nil:
+// the shared analyzer), the reference with the shared one.
+func networkWith(t testing.TB, analyzers []*index.Analyzer, docs []*index.Document, place func(i int) int, inRef func(i int) bool) ([]*Coordinator, []*localTransport, *Local) {
+	t.Helper()
+	shards := len(analyzers)
 	ref := openCoordShard(t)
 	ixs := make([]*index.Index, shards)
 	for i := range ixs {
-		ixs[i] = openCoordShard(t)
+		ixs[i] = openCoordShardWith(t, analyzers[i])
 	}
 	ctx := context.Background()
 	for i, d := range docs {
@@ -449,31 +464,37 @@ func TestSearchRejectsBadRequests(t *testing.T) {
 
 func TestShardWireRejectsGarbage(t *testing.T) {
 	for _, b := range [][]byte{
-		nil, []byte("{"), []byte(`{"v":2,"q":"x","k":10}`), []byte(`{"v":1,"q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
-		[]byte(`{"v":1,"q":"x","k":10,"s":11}`), []byte(`{"v":1,"q":"x","k":10,"s":-1}`),
-		[]byte(`{"v":1,"q":"x","k":1,"u":[""]}`),
-		[]byte(`{"v":1,"q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
-		[]byte(`{"v":1,"q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
+		nil, []byte("{"), []byte(`{"v":1,"a":"x","q":"x","k":10}`), []byte(`{"v":2,"a":"x","q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
+		[]byte(`{"v":2,"a":"x","q":"x","k":10,"s":11}`), []byte(`{"v":2,"a":"x","q":"x","k":10,"s":-1}`),
+		[]byte(`{"v":2,"a":"x","q":"x","k":1,"u":[""]}`),
+		[]byte(`{"v":2,"a":"x","q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
+		[]byte(`{"v":2,"a":"x","q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
+		[]byte(`{"v":2,"q":"x","k":10}`), // no analyzer version
+		[]byte(`{"v":2,"a":"` + strings.Repeat("x", maxAnalyzerVersionBytes+1) + `","q":"x","k":10}`),
 	} {
 		if _, err := decodeShardRequest(b); err == nil {
 			t.Errorf("decodeShardRequest(%.20q) accepted garbage", b)
 		}
 	}
-	for _, b := range [][]byte{nil, []byte("[]"), []byte(`{"v":1}`), []byte(`{"v":1,"r":{"Stats":{"Docs":-5}}}`)} {
-		if _, err := decodeShardResponse(b); err == nil {
+	for _, b := range [][]byte{nil, []byte("[]"), []byte(`{"v":2,"a":"x"}`), []byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":-5}}}`),
+		[]byte(`{"v":1,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"a":"y","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"r":{"Stats":{"Docs":5}}}`)} {
+		if _, err := decodeShardResponse(b, "x"); err == nil {
 			t.Errorf("decodeShardResponse(%.20q) accepted garbage", b)
 		}
 	}
+	if _, err := decodeShardResponse([]byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":5}}}`), "x"); err != nil {
+		t.Errorf("decodeShardResponse refused a good answer: %v", err)
+	}
 	asked := []string{"http://a.test/"}
-	for _, b := range [][]byte{nil, []byte(`{"v":1}`), []byte(`{"v":2,"sn":{}}`),
-		[]byte(`{"v":1,"sn":{"http://b.test/":"not asked"}}`),
-		[]byte(`{"v":1,"sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
+	for _, b := range [][]byte{nil, []byte(`{"v":2,"a":"x"}`), []byte(`{"v":1,"a":"x","sn":{}}`), []byte(`{"v":2,"a":"y","sn":{}}`),
+		[]byte(`{"v":2,"a":"x","sn":{"http://b.test/":"not asked"}}`),
+		[]byte(`{"v":2,"a":"x","sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
 	} {
-		if _, err := decodeSnippetResponse(b, asked); err == nil {
+		if _, err := decodeSnippetResponse(b, "x", asked); err == nil {
 			t.Errorf("decodeSnippetResponse(%.40q) accepted garbage", b)
 		}
 	}
-	if sn, err := decodeSnippetResponse([]byte(`{"v":1,"sn":{"http://a.test/":"a <b>hit</b>"}}`), asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
+	if sn, err := decodeSnippetResponse([]byte(`{"v":2,"a":"x","sn":{"http://a.test/":"a <b>hit</b>"}}`), "x", asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
 		t.Errorf("decodeSnippetResponse refused a good answer: %v %v", sn, err)
 	}
 }
@@ -519,14 +540,14 @@ var fuzzQuery = func() *Query {
 }()
 
 func FuzzShardWire(f *testing.F) {
-	f.Add([]byte(`{"v":1,"q":"search engine","k":50}`))
-	f.Add([]byte(`{"v":1,"r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
-	f.Add([]byte(`{"v":1,"r":null}`))
+	f.Add([]byte(`{"v":2,"a":"x","q":"search engine","k":50}`))
+	f.Add([]byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
+	f.Add([]byte(`{"v":2,"a":"x","r":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if r, err := decodeShardRequest(b); err == nil && (r.k < 1 || len(r.query) > MaxQueryBytes || r.snippetTop < 0 || r.snippetTop > r.k || len(r.snippetURLs) > MaxResultsPerPage) {
+		if r, err := decodeShardRequest(b); err == nil && (r.k < 1 || len(r.query) > MaxQueryBytes || r.snippetTop < 0 || r.snippetTop > r.k || len(r.snippetURLs) > MaxResultsPerPage || r.analyzer == "") {
 			t.Fatalf("accepted %+v", r)
 		}
-		r, err := decodeShardResponse(b)
+		r, err := decodeShardResponse(b, "x")
 		if err == nil && (r == nil || r.Stats.Docs < 0) {
 			t.Fatalf("accepted %+v", r)
 		}
@@ -811,6 +832,93 @@ func TestLateAnswerAfterDeadlineIsIgnored(t *testing.T) {
 			if lateURLs[r.URL] {
 				t.Fatalf("round %d: late answer merged (%s)", round, r.URL)
 			}
+		}
+	}
+}
+
+// Two nodes whose analyzers differ (one from before script folding) never
+// merge each other's statistics or candidates: each coordinator reports
+// the other as failed with both versions and ranks exactly as a single
+// index over its own pages; the other shard does not even search.
+func TestAnalyzerMismatchIsNotMerged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	var docs []*index.Document
+	for i := 0; i < 120; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	place := func(i int) int { return i % 2 }
+	shared := index.SharedAnalyzer()
+	older := shared.WithoutScriptFolding()
+	if older.Version() == shared.Version() {
+		t.Fatalf("both analyzers are version %q", shared.Version())
+	}
+	coords, trs, ref := networkWith(t, []*index.Analyzer{nil, older}, docs, place, func(i int) bool { return place(i) == 0 })
+	ctx := context.Background()
+	const query = "search engine"
+	pq, err := ParseQuery(query, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Search(ctx, pq, 10, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ci, c := range coords {
+		self, other := trs[ci].self, trs[1-ci].self
+		before := coords[1-ci].local.ix.Stats()
+		resp, err := c.Search(ctx, Request{Query: query, N: 10, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cov := resp.Coverage
+		if cov.Complete || cov.Answered != 1 || cov.Failed != 1 {
+			t.Fatalf("coordinator %s: coverage %+v, want %s failed", self, cov, other)
+		}
+		wantErr := fmt.Sprintf("analyzer version %q, want %q", coords[1-ci].analyzer.Version(), c.analyzer.Version())
+		for _, s := range cov.Shards {
+			if s.Member == other && (s.State != "failed" || s.Error != wantErr) {
+				t.Errorf("coordinator %s: status of %s %+v, want failed with %q", self, other, s, wantErr)
+			}
+		}
+		if len(resp.Results) == 0 {
+			t.Fatalf("coordinator %s: no results", self)
+		}
+		for _, r := range resp.Results {
+			if r.Shard != self {
+				t.Errorf("coordinator %s: result %s from %s merged", self, r.URL, r.Shard)
+			}
+		}
+		if ci == 0 {
+			sameAsReference(t, resp.Results, want.Candidates)
+		}
+		if again, _ := c.Search(ctx, Request{Query: query, N: 10, Timeout: 5 * time.Second}); again == nil || again.Cached {
+			t.Errorf("coordinator %s: an answer without %s was cached", self, other)
+		}
+		if after := coords[1-ci].local.ix.Stats(); after != before {
+			t.Errorf("shard %s changed while refusing", other)
+		}
+	}
+	// The refusal is the shard's own: asked by another version, it answers
+	// with its version and no result, for candidates and for snippets.
+	for _, u := range [][]string{nil, {docs[0].URL}} {
+		req, err := encodeShardRequest(shardRequest{analyzer: older.Version(), query: query, k: 10, snippetURLs: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := coords[0].HandleShardRequest(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w struct {
+			A  string
+			R  *ShardResult
+			Sn map[string]string
+		}
+		if err := json.Unmarshal(b, &w); err != nil {
+			t.Fatal(err)
+		}
+		if w.A != shared.Version() || w.R != nil || w.Sn != nil {
+			t.Errorf("answer to another analyzer version: %s", b)
 		}
 	}
 }

@@ -9,9 +9,11 @@
 // neighbouring items; site:host restricts to a host and its subdomains
 // (several are alternatives; a site without a port matches any port). Words
 // go through the index analyzer in query mode, so Chinese without spaces is
-// segmented (我们的搜索引擎 → 我们 的 搜索引擎, all required) and
-// Traditional runs become bigrams. A Query is AND of Groups, a Group an OR of
-// Clauses, a Clause a conjunction of terms with optional phrase positions.
+// segmented (我们的搜索引擎 → 我们 的 搜索引擎, all required) and a query in
+// Traditional characters is folded and read in mainland words (檔案 設定 →
+// 文件 设置; see index's "Script folding"). A Query is AND of Groups, a
+// Group an OR of Clauses, a Clause a conjunction of terms with optional
+// phrase positions.
 // Malformed input is read sensibly (invalid UTF-8 and control characters are
 // spaces, an unbalanced quote runs to the end, dangling OR is ignored, a
 // repeated item counts once); beyond MaxQueryBytes/MaxQueryRunes or
@@ -75,6 +77,17 @@
 // parallel, within the search's deadline). A result whose snippet did not
 // come in time is shown without one, counted in
 // Coverage.SnippetsMissing, and the page is not cached.
+//
+// # One analyzer (coordinator.go)
+//
+// Every shard request and answer carries its sender's
+// index.Analyzer.Version. Terms, DFs and field lengths are only comparable
+// between nodes that analyze text alike, so a shard of another version is
+// a failed shard in Coverage ("analyzer version X, want Y") and nothing of
+// it is merged; a shard asked by a coordinator of another version answers
+// with its version only, without searching. An index re-indexes itself
+// when the node's analyzer changes (index.Open), so a node that upgraded
+// rejoins searches once its peers run the same version.
 //
 // # Untrusted shards (validate.go)
 //

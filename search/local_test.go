@@ -126,8 +126,12 @@ func TestLocalSemantics(t *testing.T) {
 		{q: "apple", filter: func(h string) bool { return h == "b.com" }, want: []string{"http://b.com/1"}},
 		{q: "搜索", want: []string{"http://c.com/1", "http://c.com/2"}},
 		{q: "搜索引擎", want: []string{"http://c.com/1"}},
-		{q: "资讯", want: nil},
+		// Script-blind: the page's 資訊檢索 is folded to Simplified and
+		// also reads in mainland words (信息检索).
+		{q: "资讯", want: []string{"http://c.com/1"}},
 		{q: "資訊檢索", want: []string{"http://c.com/1"}},
+		{q: "信息检索", want: []string{"http://c.com/1"}},
+		{q: "資訊 OR 信息", want: []string{"http://c.com/1"}},
 		{q: "nomatch", want: nil},
 	}
 	for _, tc := range tests {

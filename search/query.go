@@ -244,8 +244,8 @@ func sanitize(q string) string {
 // ParseQuery parses q: terms are ANDed; "a phrase"; -word, -"phrase" and
 // -site:host exclude; a OR b (also a | b) makes alternatives; site:host
 // restricts to a host and its subdomains (several site: are alternatives).
-// A word that the analyzer splits (Chinese written without spaces, or
-// 資訊檢索 into bigrams) becomes one clause requiring all its terms.
+// A word that the analyzer splits (Chinese written without spaces) becomes
+// one clause requiring all its terms.
 // Malformed input is read sensibly: invalid UTF-8 and control characters
 // count as spaces, an unbalanced quote runs to the end, dangling ORs are
 // ignored. It never panics.

@@ -30,8 +30,10 @@ func TestParseQuery(t *testing.T) {
 		{q: "apple site:https://www.example.com/path -site:bad.example", want: "apple site:www.example.com -site:bad.example"},
 		{q: "搜索引擎", want: "搜索引擎"},
 		{q: "我们的搜索引擎", want: "我们+的+搜索引擎"},
-		{q: "資訊檢索", want: "資訊+訊檢+檢索"},
-		{q: `"資訊檢索"`, want: `"資訊 1:訊檢 2:檢索"`},
+		{q: "資訊檢索", want: "信息检索"}, // Traditional, read in mainland words
+		{q: `"開啟檔案"`, want: `"打开 1:文件"`},
+		{q: "檔案 設定", want: "文件 设置"},
+		{q: "文件 设置", want: "文件 设置"},
 		{q: `"unbalanced phrase`, want: `"unbalanced 1:phrase"`},
 		{q: `"single"`, want: "single"},
 		{q: "ｆｕｌｌ　ｗｉｄｔｈ", want: "full width"},
