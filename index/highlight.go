@@ -18,7 +18,7 @@ func Highlights(text string, terms []string) [][2]int {
 		set[t] = true
 	}
 	var out [][2]int
-	for _, sp := range SharedAnalyzer().analyzeSpans(text, false) {
+	for _, sp := range SharedAnalyzer().analyzeSpans(text, false, scriptUnknown) {
 		if set[sp.term] {
 			out = append(out, [2]int{sp.start, sp.end})
 		}

@@ -288,11 +288,12 @@ func putPage(t *testing.T, n *Node, doc *index.Document) {
 }
 
 // forgeAnswer rewrites the snippets and titles of a shard answer (search's
-// JSON wire: {"v":1,"r":{...}} for candidates, {"v":1,"sn":{...}} for
-// snippets).
+// JSON wire: {"v":2,"a":ANALYZER,"r":{...}} for candidates, with "sn":{...}
+// for snippets).
 func forgeAnswer(b []byte, snippet, title string) ([]byte, error) {
 	var w struct {
 		V  int                 `json:"v"`
+		A  string              `json:"a"`
 		R  *search.ShardResult `json:"r,omitempty"`
 		Sn map[string]string   `json:"sn,omitempty"`
 	}

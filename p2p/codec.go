@@ -83,7 +83,9 @@ func (r *Decoder) Uvarint(max uint64, what string) uint64 {
 
 // Count reads the number of items that follow: at most max, and at most
 // what the remaining bytes can hold when each item takes at least
-// minBytes. Callers may allocate Count items at once.
+// minBytes. Callers may allocate Count items at once. minBytes must not
+// exceed the shortest encoding of a valid item, or a payload that decodes
+// could fail to decode once re-encoded.
 func (r *Decoder) Count(max, minBytes int, what string) int {
 	n := int(r.Uvarint(uint64(max), what))
 	if r.err == nil && minBytes > 0 && n > len(r.b)/minBytes {

@@ -368,10 +368,14 @@ func DecodeHostState(b []byte) (*crawl.HostExport, error) {
 	if s := r.LenBytes(maxRobotsBytes, "robots record"); len(s) > 0 {
 		e.Robots = append([]byte(nil), s...)
 	}
-	if n := r.Count(MaxHostURLs, 2, "URL record count"); n > 0 {
+	if n := r.Count(MaxHostURLs, 1, "URL record count"); n > 0 {
 		e.URLs = make([][]byte, n)
 		for i := range e.URLs {
-			e.URLs[i] = append([]byte(nil), r.LenBytes(maxHostRecordBytes, "URL record")...)
+			rec := r.LenBytes(maxHostRecordBytes, "URL record")
+			if len(rec) == 0 {
+				r.Fail("empty URL record")
+			}
+			e.URLs[i] = append([]byte(nil), rec...)
 		}
 	}
 	if err := r.Done("host state"); err != nil {

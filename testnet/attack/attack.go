@@ -25,6 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"sou/index"
 	"sou/p2p"
 )
 
@@ -100,6 +101,11 @@ type Attacker struct {
 
 	urls, search, deliver, claim protocol.ID
 
+	// analyzer is the analyzer version honest nodes announce: the
+	// attacker's shard answers and requests carry it, so that they reach
+	// the checks behind the version check.
+	analyzer string
+
 	mu    sync.Mutex
 	stats map[string]*counter
 	sent  map[string]bool // URLs forged so far
@@ -129,8 +135,12 @@ func Start(ctx context.Context, cfg Config) (*Attacker, error) {
 		a.stats[c] = &counter{}
 	}
 	a.urls, a.search, a.deliver, a.claim = p2p.ProtocolIDs(cfg.Network)
+	an, err := index.LoadAnalyzer()
+	if err != nil {
+		return nil, fmt.Errorf("attacker analyzer: %w", err)
+	}
+	a.analyzer = an.Version()
 	listen := libp2p.ListenAddrStrings(fmt.Sprintf("/ip4/%s/tcp/0", cfg.IP))
-	var err error
 	if a.mhost, err = libp2p.New(listen, libp2p.ResourceManager(&network.NullResourceManager{})); err != nil {
 		return nil, fmt.Errorf("attacker host: %w", err)
 	}

@@ -352,8 +352,8 @@ func (a *Attacker) farHosts(tg Targets, n int) []string {
 // thousands of candidates with snippets.
 func (a *Attacker) searchAmp(ctx context.Context, tg Targets) {
 	reqs := [][]byte{
-		[]byte(`{"v":1,"q":"the of and","k":6000,"s":6000}`),
-		[]byte(`{"v":1,"q":"the of and","k":6000,"s":100}`),
+		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":6000,"s":6000}`),
+		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":6000,"s":100}`),
 	}
 	var wg sync.WaitGroup
 	for _, id := range nodeIDs(tg) {
@@ -424,7 +424,7 @@ func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte,
 		res.Candidates = append(res.Candidates, search.Candidate{URL: own + tok, Host: hostOf(own), Title: tok + ` <script>alert(1)</script>`, Snippet: snippet})
 	}
 	a.count(ForgedAnswers, false)
-	return json.Marshal(map[string]any{"v": 1, "r": res})
+	return json.Marshal(map[string]any{"v": 2, "a": a.analyzer, "r": res})
 }
 
 // httpAttacks tries the honest nodes' HTTP APIs as a web page on another
