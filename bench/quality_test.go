@@ -110,7 +110,7 @@ func TestQualityBaseline(t *testing.T) {
 		}
 		souScores = append(souScores, eval.Scores(s.Name, eval.All, so)...)
 		full := eval.Summarize(s.Name, eval.Dev, so)
-		for _, sig := range souSignals() {
+		for _, sig := range souSignals(false) {
 			o, err := eval.Run(ctx, s, eval.Dev, souSearch(e.sou.WithParams(sig.params)), 1)
 			if err != nil {
 				t.Fatal(err)
@@ -229,15 +229,22 @@ type souSignal struct {
 	params search.Params
 }
 
-func souSignals() []souSignal {
+// souSignals lists sou's ranking with each signal removed in turn;
+// crawled says the pages were crawled (anchor text and static rank exist).
+func souSignals(crawled bool) []souSignal {
 	var out []souSignal
 	for f, name := range []string{"title", "anchor text", "body", "URL words"} {
-		if name == "anchor text" {
+		if name == "anchor text" && !crawled {
 			continue // none in this process
 		}
 		p := search.DefaultParams()
 		p.Weight[f] = 0
 		out = append(out, souSignal{"without " + name, p})
+	}
+	if crawled {
+		p := search.DefaultParams()
+		p.StaticWeight = 0
+		out = append(out, souSignal{"without static rank", p})
 	}
 	return out
 }

@@ -540,7 +540,7 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 		add(FieldAnchor, a)
 	}
 	for _, h := range d.Headings {
-		add(FieldBody, h)
+		add(FieldHeading, h)
 	}
 	add(FieldBody, d.Body)
 	add(FieldURL, urlText(d.URL))

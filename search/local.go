@@ -80,6 +80,7 @@ type hit struct {
 	doc   uint32
 	score float64
 	tfs   [][index.NumFields]uint32
+	prox  []uint32
 }
 
 // hitHeap is a min-heap on (score, -doc): the root is the worst hit kept.
@@ -117,10 +118,21 @@ type exec struct {
 	posBufs  [][]uint32
 	tfs      [][index.NumFields]uint32
 	has      []bool
+	cur      []*termCursor // per term, a cursor on the doc being evaluated
 	idfs     []float64
 	pruned   bool
 	matched  int64
 	staticUB float64
+	// relaxed: documents lacking terms match too (Params.Relax and
+	// Query.Relaxable), each unit (term) with its cursor and penalty.
+	relaxed bool
+	units   []*termCursor
+	pens    []float64
+	// proxUB bounds the proximity part of any doc's score (0: no pairs
+	// or proximity off); prox and pos are scratch for the counts.
+	proxUB float64
+	prox   []uint32
+	pos    [2][]uint32
 }
 
 func (e *exec) open(c Clause, terms map[string]int) (clauseExec, error) {
@@ -206,11 +218,21 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		e.idfs[i] = idf(global.Docs, global.DF[t])
 	}
 	e.staticUB = staticScore(&e.p, r.MaxStaticRank()) * boundSlack
+	e.proxUB = proxBound(&e.p, e.idfs) * boundSlack
 	e.tfs = make([][index.NumFields]uint32, len(e.terms))
 	e.has = make([]bool, len(e.terms))
+	e.cur = make([]*termCursor, len(e.terms))
+	if e.proxUB > 0 {
+		e.prox = make([]uint32, len(e.terms)-1)
+	}
 
 	h := make(hitHeap, 0, k)
-	if err := e.run(ctx, k, &h); err != nil {
+	e.relaxed = e.p.Relax && q.Relaxable()
+	run := e.run
+	if e.relaxed {
+		run = e.runRelaxed
+	}
+	if err := run(ctx, k, &h); err != nil {
 		return nil, err
 	}
 	for _, c := range e.all {
@@ -261,6 +283,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 				c.TF[t] = ht.tfs[i]
 			}
 		}
+		c.Prox = ht.prox
 		if withSnippet {
 			c.Snippet = l.snippet(rec, e.terms)
 		} else {
@@ -324,7 +347,7 @@ func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {
 		if h.Len() == k {
 			theta := (*h)[0].score
 			// Term-level bound first (cheap), then the block-max bound.
-			ub := e.staticUB
+			ub := e.staticUB + e.proxUB
 			for _, c := range e.all {
 				ub += c.bound
 			}
@@ -332,7 +355,7 @@ func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {
 				e.pruned = true
 				return nil
 			}
-			ub = e.staticUB
+			ub = e.staticUB + e.proxUB
 			end := uint32(index.NoMoreDocs)
 			for _, c := range e.all {
 				last, b := c.shallow(e, d)
@@ -390,6 +413,141 @@ func (e *exec) clauseMatches(c *clauseExec, d uint32) (bool, error) {
 		}
 	}
 	return phraseAt(e.posBufs[:len(c.cursors)], c.pos), nil
+}
+
+// runRelaxed is run for a relaxed query: a document matches when it has
+// any of the query's terms, and pays missPenalty for those it lacks.
+// Document-at-a-time over the union of the terms' lists with MaxScore
+// pruning: the terms are ordered by score bound, and once k hits are held,
+// the longest prefix of them whose bounds, less the penalties of all the
+// other terms, cannot beat the k-th score is non-essential: a document
+// found only in their lists cannot enter, so candidates come from the
+// other (essential) lists only. Each candidate's bound (the bounds of the
+// terms it has, less the penalties of those it lacks) is checked before
+// it is evaluated. Exact like run: ties break on docID, the visiting
+// order.
+func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
+	n := len(e.terms)
+	e.units = make([]*termCursor, n)
+	for _, c := range e.all {
+		if e.units[c.term] == nil {
+			e.units[c.term] = c
+		}
+	}
+	e.pens = make([]float64, n)
+	order := make([]int, 0, n)
+	for i := range n {
+		if e.units[i] == nil {
+			return fmt.Errorf("search: relaxed query term %q has no cursor", e.terms[i])
+		}
+		e.pens[i] = e.p.Miss * e.idfs[i]
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch ba, bb := e.units[a].bound, e.units[b].bound; {
+		case ba < bb:
+			return -1
+		case ba > bb:
+			return 1
+		}
+		return 0
+	})
+	// ubOnly[j]: the bound of a document found in none of the lists
+	// order[j:], that is of one having at most the terms order[:j].
+	ubOnly := make([]float64, n+1)
+	for j := 0; j <= n; j++ {
+		ub := e.staticUB + e.proxUB
+		for i, u := range order {
+			if i < j {
+				ub += e.units[u].bound
+			} else {
+				ub -= e.pens[u]
+			}
+		}
+		ubOnly[j] = ub
+	}
+	essential := 0 // order[:essential] are non-essential
+	for iter := 0; ; iter++ {
+		if iter&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if h.Len() == k {
+			theta := (*h)[0].score
+			for essential < n && ubOnly[essential+1] <= theta {
+				essential++
+				e.pruned = true
+			}
+			if essential == n {
+				return nil
+			}
+		}
+		d := uint32(index.NoMoreDocs)
+		for _, u := range order[essential:] {
+			d = min(d, e.units[u].p.Doc())
+		}
+		if d == index.NoMoreDocs {
+			return nil
+		}
+		enter := true
+		if h.Len() == k {
+			ub := e.staticUB + e.proxUB
+			for _, u := range order {
+				c := e.units[u]
+				if c.p.Doc() < d {
+					c.p.Advance(d)
+				}
+				if c.p.Doc() == d {
+					ub += c.bound
+				} else {
+					ub -= e.pens[u]
+				}
+			}
+			if ub <= (*h)[0].score {
+				enter = false
+				e.pruned = true
+			}
+		} else {
+			for _, u := range order[:essential] {
+				e.units[u].p.Advance(d)
+			}
+		}
+		if enter {
+			for _, u := range order[:essential] {
+				e.units[u].p.Advance(d)
+			}
+			if err := e.evaluateRelaxed(d, k, h); err != nil {
+				return err
+			}
+		}
+		for _, u := range order[essential:] {
+			if c := e.units[u]; c.p.Doc() == d {
+				c.p.Next()
+			}
+		}
+	}
+}
+
+// evaluateRelaxed checks and scores doc d, which some term's cursor is on.
+func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
+	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
+		return nil
+	}
+	for ci := range e.excl {
+		c := &e.excl[ci]
+		for _, tc := range c.cursors {
+			tc.p.Advance(d)
+		}
+		ok, err := e.clauseMatches(c, d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+	}
+	return e.score(d, k, h)
 }
 
 // phraseAt reports whether some p in lists[0] has p+rel[i]-rel[0] in
@@ -463,22 +621,45 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 			return nil
 		}
 	}
+	return e.score(d, k, h)
+}
+
+// score scores doc d, which passed every check, from the cursors on it,
+// and keeps it if it is among the best k so far.
+func (e *exec) score(d uint32, k int, h *hitHeap) error {
 	e.matched++
 	clear(e.has)
 	for _, c := range e.all {
 		if c.p.Doc() == d && !e.has[c.term] {
 			e.has[c.term] = true
 			e.tfs[c.term] = c.p.TF()
+			e.cur[c.term] = c
 		}
 	}
 	lens := e.r.FieldLens(d)
-	s := 0.0
-	for i := range e.terms {
-		if e.has[i] {
-			s += termWeight(&e.p, e.idfs[i], &e.avg, &e.tfs[i], &lens)
-		}
+	s := textScore(&e.p, e.idfs, &e.avg, e.tfs, e.has, &lens)
+	if e.relaxed {
+		s -= missPenalty(&e.p, e.idfs, e.has)
 	}
-	s += staticScore(&e.p, e.r.StaticRank(d))
+	static := staticScore(&e.p, e.r.StaticRank(d))
+	var prox []uint32
+	if e.prox != nil {
+		// Positions are read only for a doc that could enter the top k
+		// with the largest proximity its TFs allow.
+		if h.Len() == k {
+			root := (*h)[0]
+			ub := (s + e.proxBoundTF() + static) * boundSlack
+			if ub < root.score || ub == root.score && d > root.doc {
+				return nil
+			}
+		}
+		var err error
+		if prox, err = e.proxCounts(); err != nil {
+			return err
+		}
+		s += proxScore(&e.p, e.idfs, prox)
+	}
+	s += static
 	if h.Len() == k {
 		root := (*h)[0]
 		if s < root.score || s == root.score && d > root.doc {
@@ -491,13 +672,68 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 			tfs[i] = e.tfs[i]
 		}
 	}
+	if prox != nil {
+		prox = slices.Clone(prox)
+	}
 	if h.Len() == k {
-		(*h)[0] = hit{doc: d, score: s, tfs: tfs}
+		(*h)[0] = hit{doc: d, score: s, tfs: tfs, prox: prox}
 		heap.Fix(h, 0)
 	} else {
-		heap.Push(h, hit{doc: d, score: s, tfs: tfs})
+		heap.Push(h, hit{doc: d, score: s, tfs: tfs, prox: prox})
 	}
 	return nil
+}
+
+// proxBoundTF bounds the proximity part of the doc being evaluated by
+// its TFs: a pair's count is at most either term's occurrences.
+func (e *exec) proxBoundTF() float64 {
+	s := 0.0
+	for i := 0; i+1 < len(e.terms); i++ {
+		if !e.has[i] || !e.has[i+1] {
+			continue
+		}
+		x := min(tfSum(&e.tfs[i]), tfSum(&e.tfs[i+1]))
+		s += e.p.Prox * min(e.idfs[i], e.idfs[i+1]) * float64(x) / (e.p.ProxK + float64(x))
+	}
+	return s
+}
+
+// proxCounts counts, for the doc being evaluated, how close each pair of
+// neighbouring terms occurs (proxCount); nil when no pair is close.
+func (e *exec) proxCounts() ([]uint32, error) {
+	clear(e.prox)
+	any := false
+	prev := -1 // the term whose positions are in e.pos[0]
+	for i := 0; i+1 < len(e.terms); i++ {
+		if !e.has[i] || !e.has[i+1] {
+			continue
+		}
+		var err error
+		if prev != i {
+			if e.pos[0], err = e.cur[i].p.Positions(e.pos[0][:0]); err != nil {
+				return nil, err
+			}
+		}
+		if e.pos[1], err = e.cur[i+1].p.Positions(e.pos[1][:0]); err != nil {
+			return nil, err
+		}
+		e.prox[i] = proxCount(e.pos[0], e.pos[1], e.p.ProxWindow)
+		any = any || e.prox[i] > 0
+		e.pos[0], e.pos[1] = e.pos[1], e.pos[0]
+		prev = i + 1
+	}
+	if !any {
+		return nil, nil
+	}
+	return e.prox, nil
+}
+
+func tfSum(tf *[index.NumFields]uint32) uint32 {
+	n := uint32(0)
+	for _, v := range tf {
+		n += v
+	}
+	return n
 }
 
 // LocalStats returns this shard's statistics for q restricted to hosts

@@ -199,51 +199,33 @@ func TestTopKEqualsExhaustive(t *testing.T) {
 	}
 	ix := newTestIndex(t, docs, 211)
 	a := ix.Analyzer()
-	p := DefaultParams()
-	p.StaticWeight = 2 // large enough to interact with pruning
-	l := NewLocal(ix, p)
 	queries := []string{"pi", "alpha", "xi omicron", "alpha beta", "kappa OR pi", "alpha -beta", `"alpha beta"`,
-		"nu OR xi OR omicron", "gamma delta epsilon", "beta site:h3.example", "lambda OR alpha mu"}
+		"nu OR xi OR omicron", "gamma delta epsilon", "beta site:h3.example", "lambda OR alpha mu",
+		"pi omicron xi nu", "alpha beta gamma delta -zeta"}
 	global := &CollectionStats{Docs: 100000, DF: map[string]int64{"alpha": 90000, "pi": 10}, FieldLenSum: [index.NumFields]int64{200000, 0, 3000000, 500000}}
-	pruned := 0
-	for _, qs := range queries {
-		q, err := ParseQuery(qs, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range []*CollectionStats{nil, global} {
-			full, err := l.Search(context.Background(), q, n, g, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !full.TotalExact {
-				t.Fatalf("%q: exhaustive run pruned", qs)
-			}
-			for _, k := range []int{1, 3, 10, 50} {
-				top, err := l.Search(context.Background(), q, k, g, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !top.TotalExact {
-					pruned++
-				}
-				want := full.Candidates[:min(k, len(full.Candidates))]
-				if len(top.Candidates) != len(want) {
-					t.Fatalf("%q k=%d: %d hits, want %d", qs, k, len(top.Candidates), len(want))
-				}
-				for i := range want {
-					if top.Candidates[i].URL != want[i].URL || top.Candidates[i].Score != want[i].Score {
-						t.Fatalf("%q k=%d #%d: %s %.17g, want %s %.17g", qs, k, i, top.Candidates[i].URL, top.Candidates[i].Score, want[i].URL, want[i].Score)
-					}
-				}
-			}
-		}
+	base := DefaultParams()
+	base.StaticWeight = 2 // large enough to interact with pruning
+	variants := []struct {
+		name   string
+		change func(*Params)
+	}{
+		{"strict", func(p *Params) { p.Relax, p.Prox = false, 0 }},
+		{"proximity", func(p *Params) { p.Relax, p.Prox = false, 1.5 }},
+		{"relaxed", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0.7, 0 }},
+		{"relaxed without penalty", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0, 0 }},
+		{"relaxed tiered", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 100, 1 }},
+		{"relaxed with proximity", func(p *Params) { p.Relax, p.Miss, p.Prox, p.ProxWindow = true, 0.3, 2, 3 }},
 	}
-	if pruned == 0 {
-		t.Error("no query was pruned: the test does not exercise dynamic pruning")
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			p := base
+			v.change(&p)
+			topKEqualsExhaustive(t, NewLocal(ix, p), p, queries, global, n)
+		})
 	}
-	t.Logf("%d of %d top-k runs pruned", pruned, len(queries)*2*4)
 	// Independent check of the matching semantics by brute force.
+	base.Relax = false
+	l := NewLocal(ix, base)
 	contains := func(d testDoc, w string) bool {
 		return slices.Contains(strings.Fields(d.title), w) || slices.Contains(strings.Fields(d.body), w) || strings.Contains(d.url, w)
 	}
@@ -283,14 +265,70 @@ func TestLocalStatsWithFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all.Docs != 3 || all.DF["apple"] != 3 || all.DF["banana"] != 1 {
+	// "apple" is searched as its stem, appl.
+	if all.Docs != 3 || all.DF["appl"] != 3 || all.DF["banana"] != 1 {
 		t.Errorf("unfiltered %+v", all)
 	}
 	onlyA, err := l.LocalStats(context.Background(), q, func(h string) bool { return h == "a.com" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if onlyA.Docs != 2 || onlyA.DF["apple"] != 2 || onlyA.DF["banana"] != 0 || onlyA.FieldLenSum[index.FieldBody] != 3 {
+	if onlyA.Docs != 2 || onlyA.DF["appl"] != 2 || onlyA.DF["banana"] != 0 || onlyA.FieldLenSum[index.FieldBody] != 3 {
 		t.Errorf("filtered %+v", onlyA)
 	}
+}
+
+// topKEqualsExhaustive checks that l's top k, for several k, is the first
+// k of its exhaustive ranking (k = n), with the shard's statistics and
+// with global ones, and that the engine's scores are Score's.
+func topKEqualsExhaustive(t *testing.T, l *Local, p Params, queries []string, global *CollectionStats, n int) {
+	t.Helper()
+	a := l.ix.Analyzer()
+	pruned := 0
+	for _, qs := range queries {
+		q, err := ParseQuery(qs, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*CollectionStats{nil, global} {
+			full, err := l.Search(context.Background(), q, n, g, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !full.TotalExact {
+				t.Fatalf("%q: exhaustive run pruned", qs)
+			}
+			stats := g
+			if stats == nil {
+				stats = &full.Stats
+			}
+			for i := range full.Candidates {
+				if got := Score(p, stats, q, &full.Candidates[i]); got != full.Candidates[i].Score {
+					t.Fatalf("%q #%d: Score %.17g, engine %.17g", qs, i, got, full.Candidates[i].Score)
+				}
+			}
+			for _, k := range []int{1, 3, 10, 50} {
+				top, err := l.Search(context.Background(), q, k, g, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !top.TotalExact {
+					pruned++
+				}
+				want := full.Candidates[:min(k, len(full.Candidates))]
+				if len(top.Candidates) != len(want) {
+					t.Fatalf("%q k=%d: %d hits, want %d", qs, k, len(top.Candidates), len(want))
+				}
+				for i := range want {
+					if top.Candidates[i].URL != want[i].URL || top.Candidates[i].Score != want[i].Score {
+						t.Fatalf("%q k=%d #%d: %s %.17g, want %s %.17g", qs, k, i, top.Candidates[i].URL, top.Candidates[i].Score, want[i].URL, want[i].Score)
+					}
+				}
+			}
+		}
+	}
+	if pruned == 0 {
+		t.Error("no query was pruned: the test does not exercise dynamic pruning")
+	}
+	t.Logf("%d of %d top-k runs pruned", pruned, len(queries)*2*4)
 }

@@ -75,6 +75,20 @@ func (q *Query) Terms() []string {
 	return out
 }
 
+// Relaxable reports whether documents lacking some of q's terms may
+// match it (Params.Relax): q has at least two terms, and every group is a
+// single clause that is not a phrase. A quoted phrase or an OR says the
+// user chose the words; a word that the analyzer split (Chinese written
+// without spaces) is relaxed term by term like words typed apart.
+func (q *Query) Relaxable() bool {
+	for _, g := range q.Groups {
+		if len(g.Clauses) != 1 || g.Clauses[0].Phrase {
+			return false
+		}
+	}
+	return len(q.Terms()) >= 2
+}
+
 // String is a canonical form of the query (equal queries print equally),
 // usable as a cache key.
 func (q *Query) String() string {

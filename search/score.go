@@ -39,7 +39,10 @@ type Candidate struct {
 	StaticRank                float64
 	TF                        map[string][index.NumFields]uint32 // per query term, per field
 	FieldLen                  [index.NumFields]uint32
-	Score                     float64
+	// Prox counts, per pair of neighbouring query terms (Query.Terms
+	// order), how close the pair occurs (proxCount); nil when no pair does.
+	Prox  []uint32 `json:",omitempty"`
+	Score float64
 	// NoSnippet says the shard left Snippet out (Local.SearchSnippets).
 	NoSnippet bool `json:",omitempty"`
 }
@@ -49,6 +52,15 @@ type Params struct {
 	K1           float64
 	B, Weight    [index.NumFields]float64
 	StaticWeight float64
+	// Prox weighs term proximity and ProxK saturates it (proxScore).
+	Prox, ProxK float64
+	// ProxWindow is how far apart two terms may be to count as close.
+	ProxWindow int
+	// Relax lets a relaxable query (Query.Relaxable) match documents
+	// that lack some of its terms, each missing term costing Miss times
+	// its idf (missPenalty).
+	Relax bool
+	Miss  float64
 }
 
 // DefaultParams: title and anchor text weigh more than body; URL words a
@@ -56,9 +68,14 @@ type Params struct {
 func DefaultParams() Params {
 	return Params{
 		K1:           1.2,
-		B:            [index.NumFields]float64{0.5, 0.4, 0.75, 0.3},
-		Weight:       [index.NumFields]float64{3, 2, 1, 1.5},
+		B:            [index.NumFields]float64{0.5, 0.4, 0.75, 0.3, 0.5},
+		Weight:       [index.NumFields]float64{3, 2, 1, 1.5, 1},
 		StaticWeight: 0.5,
+		Prox:         0,
+		ProxK:        1,
+		ProxWindow:   8,
+		Relax:        false,
+		Miss:         1,
 	}
 }
 
@@ -79,6 +96,16 @@ func (p Params) sanitized() Params {
 	}
 	if !(p.StaticWeight >= 0) || math.IsInf(p.StaticWeight, 0) {
 		p.StaticWeight = 0
+	}
+	if !(p.Prox >= 0) || math.IsInf(p.Prox, 0) {
+		p.Prox = 0
+	}
+	if !(p.ProxK > 0) || math.IsInf(p.ProxK, 0) {
+		p.ProxK = 1
+	}
+	p.ProxWindow = min(max(p.ProxWindow, 1), 15)
+	if !(p.Miss >= 0) || math.IsInf(p.Miss, 0) {
+		p.Miss = 0
 	}
 	return p
 }
@@ -143,10 +170,11 @@ func staticScore(p *Params, rank float64) float64 {
 	return p.StaticWeight * rank / (1 + rank)
 }
 
-// Score computes the exact BM25F+static score of a candidate from global
-// statistics. Pure function; the coordinator's rescoring and the local
-// engine call the same arithmetic in the same order, so scores are
-// identical bit for bit.
+// Score computes the exact score of a candidate from global statistics:
+// BM25F over its terms, less the penalty of the terms it lacks (a relaxed
+// query), plus proximity and static rank. Pure function; the
+// coordinator's rescoring and the local engine run the same arithmetic in
+// the same order (scoreParts), so scores are identical bit for bit.
 func Score(p Params, global *CollectionStats, q *Query, c *Candidate) float64 {
 	p = p.sanitized()
 	avg := avgLens(global)
@@ -155,13 +183,103 @@ func Score(p Params, global *CollectionStats, q *Query, c *Candidate) float64 {
 	if global != nil {
 		n, dfs = global.Docs, global.DF
 	}
+	terms := q.Terms()
+	idfs := make([]float64, len(terms))
+	tfs := make([][index.NumFields]uint32, len(terms))
+	has := make([]bool, len(terms))
+	for i, t := range terms {
+		idfs[i] = idf(n, dfs[t])
+		tfs[i], has[i] = c.TF[t]
+	}
+	s := textScore(&p, idfs, &avg, tfs, has, &c.FieldLen)
+	if p.Relax && q.Relaxable() {
+		s -= missPenalty(&p, idfs, has)
+	}
+	s += proxScore(&p, idfs, c.Prox)
+	return s + staticScore(&p, c.StaticRank)
+}
+
+// textScore is the BM25F part: the sum of the present terms' weights, in
+// query order.
+func textScore(p *Params, idfs []float64, avg *[index.NumFields]float64, tfs [][index.NumFields]uint32, has []bool, lens *[index.NumFields]uint32) float64 {
 	s := 0.0
-	for _, t := range q.Terms() {
-		tf, ok := c.TF[t]
-		if !ok {
+	for i := range idfs {
+		if has[i] {
+			s += termWeight(p, idfs[i], avg, &tfs[i], lens)
+		}
+	}
+	return s
+}
+
+// missPenalty is what a document pays for the query terms it lacks:
+// Miss·idf each, so that lacking a rare term costs more than lacking a
+// common one, on the scale of what the term would have added.
+func missPenalty(p *Params, idfs []float64, has []bool) float64 {
+	s := 0.0
+	for i := range idfs {
+		if !has[i] {
+			s += p.Miss * idfs[i]
+		}
+	}
+	return s
+}
+
+// proxScore is the proximity part: for each pair of neighbouring query
+// terms (i, i+1) with count x = prox[i] (proxCount),
+//
+//	Prox * min(idf_i, idf_i+1) * x / (ProxK + x)
+//
+// which is below Prox * min(idf_i, idf_i+1) whatever x (the bound pruning
+// uses). A prox of the wrong length scores nothing (validate refuses it
+// from a peer).
+func proxScore(p *Params, idfs []float64, prox []uint32) float64 {
+	if p.Prox == 0 || len(prox) != len(idfs)-1 {
+		return 0
+	}
+	s := 0.0
+	for i, x := range prox {
+		if x == 0 {
 			continue
 		}
-		s += termWeight(&p, idf(n, dfs[t]), &avg, &tf, &c.FieldLen)
+		s += p.Prox * min(idfs[i], idfs[i+1]) * float64(x) / (p.ProxK + float64(x))
 	}
-	return s + staticScore(&p, c.StaticRank)
+	return s
+}
+
+// proxBound bounds proxScore for any counts.
+func proxBound(p *Params, idfs []float64) float64 {
+	if p.Prox == 0 {
+		return 0
+	}
+	s := 0.0
+	for i := 0; i+1 < len(idfs); i++ {
+		s += p.Prox * min(idfs[i], idfs[i+1])
+	}
+	return s
+}
+
+// proxCount is how close two terms occur in a document, given their
+// positions (ascending; every field in one position space, fields apart
+// by more than any window): the occurrences of a with an occurrence of b
+// at most window positions away, or those of b with one of a, whichever
+// are fewer. It is at most the number of occurrences of either term,
+// which is what a coordinator can check.
+func proxCount(a, b []uint32, window int) uint32 {
+	return min(near(a, b, window), near(b, a, window))
+}
+
+// near counts the elements of a with an element of b within window.
+func near(a, b []uint32, window int) uint32 {
+	n := uint32(0)
+	j := 0
+	w := int64(window)
+	for _, x := range a {
+		for j < len(b) && int64(b[j]) < int64(x)-w {
+			j++
+		}
+		if j < len(b) && int64(b[j]) <= int64(x)+w {
+			n++
+		}
+	}
+	return n
 }

@@ -83,9 +83,13 @@ func validateShardResult(r *ShardResult, q *Query, k int) error {
 	}
 	withTerm := map[string]int64{}
 	urls := make(map[string]bool, len(r.Candidates))
+	order := q.Terms()
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
 		if err := validateCandidate(c, terms); err != nil {
+			return err
+		}
+		if err := validateProx(c, order); err != nil {
 			return err
 		}
 		if urls[c.URL] {
@@ -139,6 +143,25 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 			if tf[f] > c.FieldLen[f] {
 				return implausible("tf %d of %.40q in field %d longer than the field (%d) of %.100q", tf[f], t, f, c.FieldLen[f], c.URL)
 			}
+		}
+	}
+	return nil
+}
+
+// validateProx checks a candidate's proximity counts: one per pair of
+// neighbouring query terms, each at most the occurrences of either term
+// of its pair (proxCount never counts more).
+func validateProx(c *Candidate, terms []string) error {
+	if len(c.Prox) == 0 {
+		return nil
+	}
+	if len(c.Prox) != len(terms)-1 {
+		return implausible("%d proximity counts for %d query terms of %.100q", len(c.Prox), len(terms), c.URL)
+	}
+	for i, x := range c.Prox {
+		a, b := c.TF[terms[i]], c.TF[terms[i+1]]
+		if x > min(tfSum(&a), tfSum(&b)) {
+			return implausible("proximity count %d of %.40q and %.40q above their occurrences in %.100q", x, terms[i], terms[i+1], c.URL)
 		}
 	}
 	return nil
