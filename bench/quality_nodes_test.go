@@ -84,6 +84,7 @@ func TestQualityNodes(t *testing.T) {
 	var rows []signalRow
 	for _, s := range sets {
 		var base eval.Score
+		var baseCPU float64
 		for i, v := range variants {
 			search := shards.Searcher(v.Params)
 			// One untimed pass warms the shards' caches (Badger blocks, DF
@@ -91,10 +92,12 @@ func TestQualityNodes(t *testing.T) {
 			if _, err := eval.Run(ctx, s, split, search, 1); err != nil {
 				t.Fatal(err)
 			}
+			cpu := processCPU(t)
 			outs, err := eval.Run(ctx, s, split, search, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
+			cpuMS := float64((processCPU(t) - cpu).Microseconds()) / 1000 / float64(max(1, len(outs)))
 			sc := eval.Summarize(s.Name, split, outs)
 			if i == 0 {
 				base = sc
@@ -106,9 +109,12 @@ func TestQualityNodes(t *testing.T) {
 					diagnoseMisses(ctx, t, shards, v.Params, s.Name, outs, &diagnosis)
 				}
 			}
-			rows = append(rows, signalRow{signal: v.Name, full: base, without: sc})
-			t.Logf("%-18s %-28s MRR@10 %.3f  S@1 %.3f  S@10 %.3f  nDCG@10 %.3f  p50 %.2f ms  p95 %.2f ms",
-				s.Name, v.Name, sc.MRR10, sc.S1, sc.S10, sc.NDCG10, sc.P50MS, sc.P95MS)
+			if i == 0 {
+				baseCPU = cpuMS
+			}
+			rows = append(rows, signalRow{signal: v.Name, full: base, without: sc, fullCPU: baseCPU, cpuMS: cpuMS})
+			t.Logf("%-18s %-28s MRR@10 %.3f  S@1 %.3f  S@10 %.3f  nDCG@10 %.3f  p50 %.2f ms  p95 %.2f ms  CPU %.2f ms/query",
+				s.Name, v.Name, sc.MRR10, sc.S1, sc.S10, sc.NDCG10, sc.P50MS, sc.P95MS, cpuMS)
 		}
 	}
 	var out strings.Builder

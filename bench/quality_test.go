@@ -252,20 +252,35 @@ func souSignals(crawled bool) []souSignal {
 type signalRow struct {
 	signal        string
 	full, without eval.Score
+	// fullCPU and cpuMS are the process CPU time per query of the full
+	// ranking and of this one (0: not measured).
+	fullCPU, cpuMS float64
 }
 
+// writeSignalTable prints each ranking against the first of its set; a
+// row named like the first ranking is not repeated.
 func writeSignalTable(w io.Writer, rows []signalRow) {
-	fmt.Fprintln(w, "| ranking | set (dev) | MRR@10 | Δ MRR@10 from all signals | S@10 | nDCG@10 | p50 ms | p95 ms | Δ p50 ms |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| ranking | set (dev) | MRR@10 | Δ MRR@10 from all signals | S@10 | nDCG@10 | p50 ms | p95 ms | Δ p50 ms | CPU ms/query |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	last := ""
+	cpu := func(ms float64) string {
+		if ms == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.2f", ms)
+	}
 	for _, r := range rows {
 		if r.full.Set != last {
 			last = r.full.Set
-			fmt.Fprintf(w, "| all signals | %s | %.3f | | %.3f | %.3f | %.2f | %.2f | |\n", r.full.Set, r.full.MRR10, r.full.S10, r.full.NDCG10, r.full.P50MS, r.full.P95MS)
+			fmt.Fprintf(w, "| all signals | %s | %.3f | | %.3f | %.3f | %.2f | %.2f | | %s |\n", r.full.Set, r.full.MRR10, r.full.S10, r.full.NDCG10,
+				r.full.P50MS, r.full.P95MS, cpu(r.fullCPU))
 		}
 		x := r.without
-		fmt.Fprintf(w, "| %s | %s | %.3f | %+.3f | %.3f | %.3f | %.2f | %.2f | %+.2f |\n", r.signal, x.Set, x.MRR10, x.MRR10-r.full.MRR10,
-			x.S10, x.NDCG10, x.P50MS, x.P95MS, x.P50MS-r.full.P50MS)
+		if x == r.full && r.signal == "all signals" {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %.3f | %+.3f | %.3f | %.3f | %.2f | %.2f | %+.2f | %s |\n", r.signal, x.Set, x.MRR10, x.MRR10-r.full.MRR10,
+			x.S10, x.NDCG10, x.P50MS, x.P95MS, x.P50MS-r.full.P50MS, cpu(r.cpuMS))
 	}
 	fmt.Fprintln(w)
 }

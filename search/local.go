@@ -285,7 +285,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		}
 		c.Prox = ht.prox
 		if withSnippet {
-			c.Snippet = l.snippet(rec, e.terms)
+			c.Snippet = l.snippet(rec, snippetTerms(e.terms, ht.tfs, rec))
 		} else {
 			c.NoSnippet = true
 		}
@@ -293,6 +293,20 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		res.Candidates = append(res.Candidates, c)
 	}
 	return res, nil
+}
+
+// snippetTerms are the terms a snippet of rec looks for: those its text
+// has (by the postings' TFs), so that the snippet does not search the
+// whole text for a term that is only in the title, the URL or the
+// anchors, or that a relaxed query's match lacks.
+func snippetTerms(terms []string, tfs [][index.NumFields]uint32, rec *index.PageRecord) []string {
+	out := make([]string, 0, len(terms))
+	for i, t := range terms {
+		if tfs[i][index.FieldBody] > 0 || len(rec.Body) < 200 && tfs[i][index.FieldHeading] > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (l *Local) snippet(rec *index.PageRecord, terms []string) string {
