@@ -173,8 +173,10 @@ func TestClaimQuota(t *testing.T) {
 			t.Fatalf("claim %d: %v", i, err)
 		}
 	}
-	if refused != len(keys)-5 || a.Stats().ClaimsThrottled != uint64(refused) {
-		t.Fatalf("%d of %d claims refused (throttled %d), want %d", refused, len(keys), a.Stats().ClaimsThrottled, len(keys)-5)
+	// A claim whose answer is lost is retried and charged again, so on a
+	// loaded machine more than the excess may be refused; never fewer.
+	if throttled := a.Stats().ClaimsThrottled; refused < len(keys)-5 || throttled < uint64(refused) {
+		t.Fatalf("%d of %d claims refused (throttled %d), want at least %d", refused, len(keys), throttled, len(keys)-5)
 	}
 	// The stored claims carry their expiry.
 	dk := dataKey(keys[0])

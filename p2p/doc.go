@@ -110,7 +110,10 @@
 // Delivery is at-least-once: a lost ack means a resend, so the receiver
 // (node) deduplicates against its URL-seen set.
 //
-// A receiver hands the records it owns (by its view) to the handler and
+// A receiver first asks the URL filter (SetURLFilter: node's rule of which
+// records a member may vouch for) about every record of a batch and drops
+// those it refuses (Stats.URLsFiltered); then it hands the records it owns
+// (by its view) to the handler and
 // re-forwards the rest to the closest member it knows with Hops+1, dropping
 // (and logging, counting) records past MaxHops. The closest member known is
 // strictly closer to the host than the forwarding node, so chains cannot

@@ -68,7 +68,7 @@ type Node struct {
 	adm        *admission
 	load       Load
 	urlH       func(ctx context.Context, from peer.ID, recs []URLRecord) error
-	urlFilter  func(from peer.ID, r URLRecord) bool
+	urlFilter  func(from peer.ID, recs []URLRecord) []bool
 	searchH    func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
 	deliverH   map[string]func(ctx context.Context, from peer.ID, payload []byte) error
 
