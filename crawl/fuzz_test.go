@@ -54,16 +54,30 @@ func FuzzNormalizeURL(f *testing.F) {
 		"http://xn--bcher-kva.example/", "http://Bücher.example/ä?ö=ü", "mailto:a@b", "http://a/%zz%", "\\\\h\\p",
 		"http://a/;jsessionid=1?PHPSESSID=2&x", "http://a:0/", "http://a./", "http://1.2.3.4/", "http://[fe80::1%25e]/",
 		"rel/page.html", "/abs/p(1)!.html?id=7", "x?a=b=c", "a/b?c", "/p?sid=1", "/a/./b", "..", "/x?q=1&r=2",
+		"http:foo", "https:example.com/a", "///h/p", ":x", "http://0x7f.1/", "http://192.168.257/", "http://a.b/?b=1&a=2&",
+		"http://a.b:8080/p?a=1&b=2#f", "http://foo.09../", "http://u:p@h/", "http://1.2.3.4/?q='x'", "HTTP://A.B/",
 	} {
 		f.Add(s)
 	}
 	base, _ := url.Parse("http://example.com/dir/page.html?x=1")
+	parsedBase, err := parseBase(base)
+	if err != nil {
+		f.Fatal(err)
+	}
 	lr := newLinkResolver(base)
 	f.Fuzz(func(t *testing.T, raw string) {
+		// The paths that skip the parser agree with it.
 		if fast, ok := lr.fast(raw); ok {
-			slow, err := NormalizeURL(raw, base)
+			slow, err := normalize(raw, parsedBase)
 			if err != nil || slow.String() != fast {
-				t.Fatalf("fast path %q != NormalizeURL %v, %v (input %q)", fast, slow, err, raw)
+				t.Fatalf("fast path %q != parser %v, %v (input %q)", fast, slow, err, raw)
+			}
+		}
+		if _, _, _, _, ok := simpleAbsolute(raw); ok {
+			fast, _ := NormalizeURL(raw, nil)
+			slow, err := normalize(raw, nil)
+			if err != nil || slow.String() != fast.String() {
+				t.Fatalf("simple absolute %v != parser %v, %v (input %q)", fast, slow, err, raw)
 			}
 		}
 		for _, b := range []*url.URL{nil, base} {
