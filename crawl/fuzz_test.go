@@ -18,6 +18,8 @@ func FuzzParseHTML(f *testing.F) {
 	f.Add([]byte("\xff\xfe<\x00p\x00>\x00"), "text/html")
 	f.Add([]byte(`<a href="javascript:x"><img alt="a"></a><area href=//h/p><meta http-equiv=refresh content="0;url=/r">`), "text/html; charset=shift_jis")
 	f.Add([]byte("<script><!--</script><style>x</style><noscript>n</noscript><template>t"), "text/html; charset=\"utf-8\";;")
+	f.Add([]byte("<script>var a = ['x.html', \"/y/\", `./z.php`], r = /'/g; location.href = '\\u002Fp.html'; // 'c.html'\n</script>"+
+		"<a href=\"javascript:open('w.html')\" onclick=\"go('../v.aspx?a=1')\">j</a><script type=application/ld+json>{\"u\":\"https:\\/\\/h.test\\/\"}</script>"), "text/html")
 	base, _ := url.Parse("http://example.com/dir/page.html")
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		h := http.Header{}
@@ -103,6 +105,27 @@ func FuzzNormalizeURL(f *testing.F) {
 				t.Fatalf("empty host key for %q", s)
 			}
 		}
+	})
+}
+
+// FuzzScanScript checks that the script scanner never panics and emits
+// only literals that pass its own candidate check.
+func FuzzScanScript(f *testing.F) {
+	for _, s := range []string{
+		`var a = ["x.html", '/y/', ` + "`./z${q}.html`" + `]; // "c.html"`,
+		`if (/["']/.test(s)) location = "a.php?x=1"; x = a / b / "c.htm";`,
+		"s = '\\x2Fa\\u{2F}b.html\\\n'; t = \"unterminated\nu = 'ok.html'",
+		"<!-- \"h.html\"\n--> \"i.html\"\n/* 'j.html' */ 'k.html'",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		scanScript(src, func(link string) bool {
+			if _, ok := scriptURLCandidate(link); !ok || !utf8.ValidString(link) {
+				t.Fatalf("emitted %q, which is no candidate", link)
+			}
+			return true
+		})
 	})
 }
 
