@@ -62,24 +62,19 @@ func FuzzNormalizeURL(f *testing.F) {
 		f.Add(s)
 	}
 	base, _ := url.Parse("http://example.com/dir/page.html?x=1")
-	parsedBase, err := parseBase(base)
-	if err != nil {
-		f.Fatal(err)
-	}
-	lr := newLinkResolver(base)
 	f.Fuzz(func(t *testing.T, raw string) {
-		// The paths that skip the parser agree with it.
-		if fast, ok := lr.fast(raw); ok {
-			slow, err := normalize(raw, parsedBase)
-			if err != nil || slow.String() != fast {
-				t.Fatalf("fast path %q != parser %v, %v (input %q)", fast, slow, err, raw)
+		// The easy path agrees with the parser, with and without a base.
+		for _, lr := range []*linkResolver{{}, newLinkResolver(base)} {
+			easy, ok := lr.easyURL(raw)
+			if !ok {
+				continue
 			}
-		}
-		if _, _, _, _, ok := simpleAbsolute(raw); ok {
-			fast, _ := NormalizeURL(raw, nil)
-			slow, err := normalize(raw, nil)
-			if err != nil || slow.String() != fast.String() {
-				t.Fatalf("simple absolute %v != parser %v, %v (input %q)", fast, slow, err, raw)
+			parsed, err := lr.parse(raw)
+			if err != nil || parsed.String() != easy.String() {
+				t.Fatalf("easy path %v != parser %v, %v (input %q, base %v)", easy, parsed, err, raw, lr.base)
+			}
+			if s, _ := lr.resolve(raw); s != easy.String() {
+				t.Fatalf("resolve %q != %v", s, easy)
 			}
 		}
 		for _, b := range []*url.URL{nil, base} {

@@ -45,8 +45,7 @@ import (
 //     order), a lone "?" removed;
 //   - the fragment is removed.
 //
-// Absolute URLs already in normal form (simpleAbsolute) and simple relative
-// links (linkResolver.fast) skip the parser, which costs microseconds.
+// Most links skip the parser, which costs microseconds: see linkResolver.
 
 const (
 	// maxRawURLLength caps what we even try to parse.
@@ -79,18 +78,14 @@ func isSessionParam(key string) bool {
 // NormalizeURL resolves raw against base (base may be nil for absolute URLs)
 // and normalises it (see the rules above). Errors wrap ErrBadURL.
 func NormalizeURL(raw string, base *url.URL) (*url.URL, error) {
-	if scheme, host, path, query, ok := simpleAbsolute(raw); ok {
-		return &url.URL{Scheme: scheme, Host: host, Path: path, RawPath: path, RawQuery: query}, nil
+	var noBase linkResolver
+	if u, ok := noBase.easyURL(raw); ok {
+		return u, nil
 	}
-	var wb *whatwgurl.Url
-	if base != nil {
-		b, err := parseBase(base)
-		if err != nil {
-			return nil, err
-		}
-		wb = b
+	if base == nil {
+		return normalize(raw, nil)
 	}
-	return normalize(raw, wb)
+	return newLinkResolver(base).normalize(raw)
 }
 
 // parseBase parses a base URL for resolving references against it.
@@ -151,123 +146,6 @@ func normalize(raw string, base *whatwgurl.Url) (*url.URL, error) {
 	// RawPath is always set so that String() keeps our escaping (net/url
 	// would otherwise escape sub-delimiters such as '(' and '!').
 	return &url.URL{Scheme: scheme, Host: host, Path: path, RawPath: escPath, RawQuery: query}, nil
-}
-
-// simpleAbsolute recognises, without parsing, an absolute http(s) URL that
-// normalises to itself but for a fragment (dropped) or an empty path ("/"):
-// lowercase scheme and host (DNS characters, no IDNA label, no numeric last
-// label other than a dotted IPv4 address), no default port, path and query
-// of characters that need no escaping, no dot segment or ';', query
-// parameters sorted, non-empty, without '=' in values or session keys. Most
-// absolute links, and every URL already normalised (forwarded, queued,
-// sitemap entries), take this path; any other URL is parsed. Both paths
-// give identical results (fuzzed).
-func simpleAbsolute(s string) (scheme, host, path, query string, ok bool) {
-	var rest string
-	switch {
-	case strings.HasPrefix(s, "http://"):
-		scheme, rest = "http", s[len("http://"):]
-	case strings.HasPrefix(s, "https://"):
-		scheme, rest = "https", s[len("https://"):]
-	default:
-		return "", "", "", "", false
-	}
-	if i := strings.IndexByte(rest, '#'); i >= 0 {
-		rest = rest[:i]
-	}
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 {
-		end = len(rest)
-	}
-	host, rest = rest[:end], rest[end:]
-	if !simpleHost(host, scheme) {
-		return "", "", "", "", false
-	}
-	path, query, hasQuery := strings.Cut(rest, "?")
-	if path == "" {
-		path = "/"
-	}
-	if !simplePath(path) || hasQuery && !simpleQuery(query) {
-		return "", "", "", "", false
-	}
-	if len(scheme)+3+len(host)+len(path)+1+len(query) > maxNormalizedURLLength {
-		return "", "", "", "", false
-	}
-	return scheme, host, path, query, true
-}
-
-// simpleHost: see simpleAbsolute.
-func simpleHost(hostport, scheme string) bool {
-	h, port, hasPort := strings.Cut(hostport, ":")
-	if h == "" || len(h) > maxHostLength || h[0] == '.' || h[len(h)-1] == '.' ||
-		strings.Contains(h, "..") || strings.Contains(h, "xn--") {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
-			return false
-		}
-	}
-	if endsInNumber(h) {
-		if a, err := netip.ParseAddr(h); err != nil || !a.Is4() || a.String() != h {
-			return false
-		}
-	}
-	if hasPort {
-		if port == "" || port[0] == '0' || len(port) > 5 || port == defaultPort(scheme) {
-			return false
-		}
-		for i := 0; i < len(port); i++ {
-			if port[i] < '0' || port[i] > '9' {
-				return false
-			}
-		}
-		if p, err := strconv.Atoi(port); err != nil || p > 65535 {
-			return false
-		}
-	}
-	return true
-}
-
-// simplePath: see simpleAbsolute. p starts with '/'.
-func simplePath(p string) bool {
-	separators := 0
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c == '/' {
-			separators++
-		}
-		if c == ';' || c == '%' || !allowedRaw(c, false) {
-			return false
-		}
-	}
-	// precheck counts the two slashes before the host too.
-	return separators+2 <= maxPathSeparators && !hasDotSegment(p)
-}
-
-// simpleQuery: see simpleAbsolute.
-func simpleQuery(q string) bool {
-	prevKey := ""
-	for q != "" {
-		p, next, more := strings.Cut(q, "&")
-		if more && next == "" {
-			return false // a trailing empty parameter
-		}
-		q = next
-		key, val, _ := strings.Cut(p, "=")
-		if p == "" || p == "=" || key < prevKey || isSessionParam(key) || strings.IndexByte(val, '=') >= 0 {
-			return false
-		}
-		for i := 0; i < len(p); i++ {
-			// The parser escapes ' in the query of http(s) URLs.
-			if c := p[i]; c == '\'' || c == '%' || c != '=' && !allowedRaw(c, true) {
-				return false
-			}
-		}
-		prevKey = key
-	}
-	return true
 }
 
 // precheck refuses before parsing what could only give a scheme we do not
@@ -471,6 +349,19 @@ func endsInNumber(h string) bool {
 		}
 	}
 	return true
+}
+
+// signedNumber reports a label such as "-256" or "0x-1", which the parser
+// reads as an IPv4 number (strconv accepts the sign; the standard sees a
+// domain), so that the easy path leaves it to the parser.
+func signedNumber(label string) bool {
+	switch {
+	case len(label) > 2 && (label[:2] == "0x" || label[:2] == "0X"):
+		label = label[2:]
+	case len(label) > 1 && label[0] == '0':
+		label = label[1:]
+	}
+	return label != "" && (label[0] == '-' || label[0] == '+')
 }
 
 func isHex(c byte) bool {
@@ -696,115 +587,202 @@ func queryKey(p string) string {
 	return p
 }
 
-// linkResolver resolves many hrefs against one normalised base. Simple
-// hrefs (the great majority: ASCII absolute or relative paths without
-// escapes, dot segments or session parameters, at most one query
-// parameter) are resolved by string concatenation with one allocation; the
-// rest go through the parser against the base parsed once. Both give
-// identical results (fuzzed).
+// linkResolver resolves hrefs against one base. The easy cases (most
+// links: ASCII, no backslash, quote or space, escapes well formed, an
+// absolute http(s) URL with a plain DNS host, or a path or query relative
+// to the base) are resolved with string operations, where RFC 3986 and the
+// WHATWG parser agree; the others go through the parser, with the base
+// parsed once. Both give identical results (fuzzed).
 type linkResolver struct {
-	base   *whatwgurl.Url // nil when the base is not a URL: nothing resolves
-	prefix string         // "scheme://host"
-	dir    string         // escaped base path up to and including its last '/'
+	base *url.URL // as given; nil: absolute URLs only
+	// The normalised base, split; prefix is "" when there is none.
+	prefix, path, query string // "scheme://host", escaped path, query
+	parsed              *whatwgurl.Url
+	parseErr            error
 }
 
 func newLinkResolver(base *url.URL) *linkResolver {
-	lr := &linkResolver{}
-	nb, err := NormalizeURL(base.String(), nil)
-	if err != nil {
-		return lr
+	lr := &linkResolver{base: base}
+	if nb, err := NormalizeURL(base.String(), nil); err == nil {
+		lr.base = nb
+		lr.prefix = nb.Scheme + "://" + nb.Host
+		lr.path = nb.EscapedPath()
+		lr.query = nb.RawQuery
 	}
-	if lr.base, err = parseBase(nb); err != nil {
-		return lr
-	}
-	lr.prefix = nb.Scheme + "://" + nb.Host
-	p := nb.EscapedPath()
-	lr.dir = p[:strings.LastIndexByte(p, '/')+1]
 	return lr
 }
 
+// resolve returns the normalised absolute URL of href.
 func (lr *linkResolver) resolve(href string) (string, bool) {
-	if s, ok := lr.fast(href); ok {
-		return s, true
-	}
-	if lr.base == nil {
-		return "", false
-	}
-	u, err := normalize(href, lr.base)
-	if err != nil {
-		return "", false
-	}
-	return u.String(), true
-}
-
-func (lr *linkResolver) fast(href string) (string, bool) {
-	if scheme, host, path, query, ok := simpleAbsolute(href); ok {
+	if scheme, host, path, query, ok := lr.easy(href); ok {
 		s := scheme + "://" + host + path
 		if query != "" {
 			s += "?" + query
 		}
 		return s, true
 	}
-	if lr.prefix == "" {
+	u, err := lr.parse(href)
+	if err != nil {
 		return "", false
 	}
+	return u.String(), true
+}
+
+func (lr *linkResolver) normalize(href string) (*url.URL, error) {
+	if u, ok := lr.easyURL(href); ok {
+		return u, nil
+	}
+	return lr.parse(href)
+}
+
+// parse resolves href with the parser.
+func (lr *linkResolver) parse(href string) (*url.URL, error) {
+	if lr.base == nil {
+		return normalize(href, nil)
+	}
+	if lr.parsed == nil && lr.parseErr == nil {
+		lr.parsed, lr.parseErr = parseBase(lr.base)
+	}
+	if lr.parseErr != nil {
+		return nil, lr.parseErr
+	}
+	return normalize(href, lr.parsed)
+}
+
+func (lr *linkResolver) easyURL(href string) (*url.URL, bool) {
+	scheme, host, path, query, ok := lr.easy(href)
+	if !ok {
+		return nil, false
+	}
+	unescaped, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, false
+	}
+	return &url.URL{Scheme: scheme, Host: host, Path: unescaped, RawPath: path, RawQuery: query}, true
+}
+
+// easy resolves and normalises href without the parser, or reports that
+// it is not an easy case (see linkResolver); it never decides an error.
+func (lr *linkResolver) easy(href string) (scheme, host, path, query string, ok bool) {
 	h := href
 	if i := strings.IndexByte(h, '#'); i >= 0 {
 		h = h[:i]
 	}
-	if h == "" || h[0] == '?' || strings.HasPrefix(h, "//") || len(h) > 1024 {
-		return "", false
+	if len(h) > maxRawURLLength || !easyChars(h) {
+		return "", "", "", "", false
 	}
-	path, query, hasQuery := strings.Cut(h, "?")
-	if hasQuery && query == "" {
-		return "", false
+	var rest string
+	switch {
+	case hasPrefixFold(h, "http://"):
+		scheme, rest = "http", h[len("http://"):]
+	case hasPrefixFold(h, "https://"):
+		scheme, rest = "https", h[len("https://"):]
 	}
-	separators := 0
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		if c == '/' {
-			separators++
+	var hasQuery bool
+	if scheme != "" {
+		end := strings.IndexAny(rest, "/?")
+		if end < 0 {
+			end = len(rest)
 		}
-		if c == ':' || c == ';' || !allowedRaw(c, false) {
-			return "", false
+		if host, ok = easyHost(rest[:end], scheme); !ok {
+			return "", "", "", "", false
+		}
+		path, query, hasQuery = strings.Cut(rest[end:], "?")
+	} else {
+		if lr.prefix == "" {
+			return "", "", "", "", false
+		}
+		scheme, host, _ = strings.Cut(lr.prefix, "://")
+		switch {
+		case h == "":
+			return scheme, host, lr.path, lr.query, true
+		case h[0] == '?':
+			path, query, hasQuery = lr.path, h[1:], true
+		case h[0] == '/':
+			if strings.HasPrefix(h, "//") {
+				return "", "", "", "", false // another host
+			}
+			path, query, hasQuery = strings.Cut(h, "?")
+		default:
+			path, query, hasQuery = strings.Cut(h, "?")
+			if colon := strings.IndexByte(path, ':'); colon >= 0 && !strings.Contains(path[:colon], "/") {
+				return "", "", "", "", false // a scheme, or a path the parser must judge
+			}
+			path = lr.path[:strings.LastIndexByte(lr.path, '/')+1] + path
 		}
 	}
-	if separators > maxPathSeparators || hasDotSegment(path) {
-		return "", false
+	// As precheck, which counts the input's separators.
+	if strings.Count(h[:len(h)-len(query)], "/") > maxPathSeparators {
+		return "", "", "", "", false
 	}
+	// The parser resolves dot segments before ";jsessionid=" is stripped,
+	// which can leave a "." or ".." behind.
+	if strings.IndexByte(path, ';') >= 0 {
+		return "", "", "", "", false
+	}
+	path = normalizePath(path)
 	if hasQuery {
-		key, val, _ := strings.Cut(query, "=")
-		if key == "" || isSessionParam(key) {
+		query = normalizeQuery(query)
+	}
+	if len(scheme)+3+len(host)+len(path)+1+len(query) > maxNormalizedURLLength {
+		return "", "", "", "", false
+	}
+	return scheme, host, path, query, true
+}
+
+// easyChars: every byte is unreserved, a sub-delimiter other than "'"
+// (which the parser escapes in a query), ':', '@', '/', '?', or '%' before
+// two hex digits.
+func easyChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isUnreserved(c):
+		case c == '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+		case c == '!' || c == '$' || c == '&' || c == '(' || c == ')' || c == '*' || c == '+' || c == ',' ||
+			c == ';' || c == '=' || c == ':' || c == '@' || c == '/' || c == '?':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// easyHost normalises "host[:port]" when the host is a plain DNS name (no
+// IDNA label, no trailing dot) or a dotted IPv4 address; anything else is
+// the parser's.
+func easyHost(hostport, scheme string) (string, bool) {
+	h, port, hasPort := strings.Cut(hostport, ":")
+	if h == "" || len(h) > maxHostLength || h[0] == '.' || h[len(h)-1] == '.' || strings.Contains(h, "..") {
+		return "", false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !(isASCIIAlnum(c) || c == '-' || c == '.' || c == '_') {
 			return "", false
 		}
-		for i := 0; i < len(query); i++ {
-			// The parser escapes ' in the query of http(s) URLs.
-			c := query[i]
-			if c == '\'' || c != '=' && !allowedRaw(c, true) {
+	}
+	h = strings.ToLower(h)
+	if strings.Contains(h, "xn--") {
+		return "", false
+	}
+	if endsInNumber(h) || signedNumber(h[strings.LastIndexByte(h, '.')+1:]) {
+		if a, err := netip.ParseAddr(h); err != nil || !a.Is4() || a.String() != h {
+			return "", false
+		}
+	}
+	if hasPort {
+		if port == "" || len(port) > 5 {
+			return "", false
+		}
+		for i := 0; i < len(port); i++ {
+			if port[i] < '0' || port[i] > '9' {
 				return "", false
 			}
 		}
-		if strings.IndexByte(val, '=') >= 0 {
-			return "", false
-		}
 	}
-	rel := path == "" || path[0] != '/'
-	if path == "" {
-		return "", false
-	}
-	var b strings.Builder
-	n := len(lr.prefix) + len(h)
-	if rel {
-		n += len(lr.dir)
-	}
-	if n > maxNormalizedURLLength {
-		return "", false
-	}
-	b.Grow(n)
-	b.WriteString(lr.prefix)
-	if rel {
-		b.WriteString(lr.dir)
-	}
-	b.WriteString(h)
-	return b.String(), true
+	host, err := normalizeHost(h, port, scheme)
+	return host, err == nil
 }
