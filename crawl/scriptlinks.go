@@ -53,8 +53,12 @@ func scanScript(src []byte, emit func(string) bool) {
 			i = skipRegex(src, i+1)
 			regexOK = false
 		case c == '"' || c == '\'' || c == '`':
-			end, lit, ok := stringLiteral(src, i)
-			if ok {
+			end, raw, escaped, ok := stringLiteral(src, i)
+			if ok && mayBeLink(raw, escaped) {
+				lit := string(raw)
+				if escaped {
+					lit = unescapeJS(raw)
+				}
 				if link, ok := scriptURLCandidate(lit); ok && !emit(link) {
 					return
 				}
@@ -123,15 +127,14 @@ func skipRegex(src []byte, i int) int {
 }
 
 // stringLiteral reads the literal opening at src[start] (a quote or a
-// backtick). It returns the index past it, and its decoded value when the
-// literal is short enough to be a link, closed, and (for a template) has no
-// substitution.
-func stringLiteral(src []byte, start int) (end int, value string, ok bool) {
+// backtick). It returns the index past it, and its body when the literal
+// is short enough to be a link, closed, and (for a template) has no
+// substitution; escaped tells whether the body has escape sequences.
+func stringLiteral(src []byte, start int) (end int, raw []byte, escaped, ok bool) {
 	q := src[start]
-	escaped, dynamic := false, false
+	dynamic := false
 	depth := 0 // of ${ } in a template
-	i := start + 1
-	for ; i < len(src); i++ {
+	for i := start + 1; i < len(src); i++ {
 		c := src[i]
 		switch {
 		case c == '\\':
@@ -144,19 +147,31 @@ func stringLiteral(src []byte, start int) (end int, value string, ok bool) {
 		case q == '`' && depth > 0 && c == '}':
 			depth--
 		case c == q && depth == 0:
-			raw := src[start+1 : i]
-			if dynamic || len(raw) > maxScriptLiteralBytes {
-				return i + 1, "", false
-			}
-			if !escaped {
-				return i + 1, string(raw), true
-			}
-			return i + 1, unescapeJS(raw), true
+			raw = src[start+1 : i]
+			return i + 1, raw, escaped, !dynamic && len(raw) <= maxScriptLiteralBytes
 		case (c == '\n' || c == '\r') && q != '`':
-			return i + 1, "", false // unterminated: not a string after all
+			return i + 1, nil, false, false // unterminated: not a string after all
 		}
 	}
-	return len(src), "", false
+	return len(src), nil, false, false
+}
+
+// mayBeLink is a cheap test before a literal is copied: every link has a
+// '/' or a '.', and an unescaped one has no space or control character.
+func mayBeLink(raw []byte, escaped bool) bool {
+	if len(raw) < 2 {
+		return false
+	}
+	mark := false
+	for _, c := range raw {
+		switch {
+		case c == '/' || c == '.' || c == '\\':
+			mark = true
+		case c <= ' ' && !escaped:
+			return false
+		}
+	}
+	return mark
 }
 
 // unescapeJS decodes the escape sequences of a string literal's body. An
