@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"strings"
 	"unicode/utf8"
 )
@@ -157,7 +158,9 @@ func stringLiteral(src []byte, start int) (end int, raw []byte, escaped, ok bool
 }
 
 // mayBeLink is a cheap test before a literal is copied: every link has a
-// '/' or a '.', and an unescaped one has no space or control character.
+// '/' or a '.'; an unescaped one has no space or control character, and
+// unless it starts like an absolute URL or a path, it ends in a page
+// extension (see scriptURLCandidate).
 func mayBeLink(raw []byte, escaped bool) bool {
 	if len(raw) < 2 {
 		return false
@@ -171,7 +174,19 @@ func mayBeLink(raw []byte, escaped bool) bool {
 			return false
 		}
 	}
-	return mark
+	if !mark {
+		return false
+	}
+	if escaped || raw[0] == '/' || raw[0] == '.' || raw[0] == 'h' || raw[0] == 'H' {
+		return true
+	}
+	end := 0
+	for end < len(raw) && raw[end] != '?' && raw[end] != '#' {
+		end++
+	}
+	path := raw[bytes.LastIndexByte(raw[:end], '/')+1 : end]
+	dot := bytes.LastIndexByte(path, '.')
+	return dot >= 0 && isPageExtension(string(path[dot+1:]))
 }
 
 // unescapeJS decodes the escape sequences of a string literal's body. An
@@ -268,13 +283,6 @@ func keywordBeforeExpression(word string) bool {
 	return false
 }
 
-// pageExtensions are the file name extensions of pages, which a bare
-// relative literal ("list.html") must end with.
-var pageExtensions = map[string]bool{
-	"html": true, "htm": true, "xhtml": true, "xht": true, "shtml": true, "php": true, "asp": true,
-	"aspx": true, "jsp": true, "jspx": true, "cfm": true, "cgi": true,
-}
-
 // scriptURLCandidate decides whether a whole string literal is a link. Taken: absolute http(s) URLs, "//host/..." with a
 // dotted host, paths starting with "/", "./" or "../", and bare relative
 // paths ("a/b.html?x=1") whose last segment has a page extension; in every
@@ -331,13 +339,13 @@ func scriptURLCandidate(s string) (string, bool) {
 			return "", false
 		}
 		ext, ok := lastExtension(s)
-		return s, ok && pageExtensions[ext]
+		return s, ok && isPageExtension(ext)
 	}
 	path := rest
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
-	if ext, ok := lastExtension(path); ok && !pageExtensions[ext] {
+	if ext, ok := lastExtension(path); ok && !isPageExtension(ext) {
 		return "", false
 	}
 	if absolute {
@@ -389,8 +397,8 @@ func urlHostLooksReal(rest *string, needDot bool) bool {
 	return true
 }
 
-// lastExtension returns the extension (lowercase, without the dot) of the
-// last segment of a path, ignoring any query or fragment. ok is false when
+// lastExtension returns the extension (without the dot) of the last
+// segment of a path, ignoring any query or fragment. ok is false when
 // the segment has no extension: no dot, or nothing but digits after it (a
 // version such as "v2.0").
 func lastExtension(p string) (string, bool) {
@@ -416,7 +424,28 @@ func lastExtension(p string) (string, bool) {
 	if !letter {
 		return "", false
 	}
-	return strings.ToLower(ext), true
+	return ext, true
+}
+
+// isPageExtension reports the file name extensions of pages (any case),
+// which a bare relative literal ("list.html") must end with.
+func isPageExtension(ext string) bool {
+	var lower [5]byte
+	if len(ext) > len(lower) {
+		return false
+	}
+	for i := 0; i < len(ext); i++ {
+		c := ext[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	switch string(lower[:len(ext)]) {
+	case "html", "htm", "xhtml", "xht", "shtml", "php", "asp", "aspx", "jsp", "jspx", "cfm", "cgi":
+		return true
+	}
+	return false
 }
 
 func isASCIIAlnum(c byte) bool {
