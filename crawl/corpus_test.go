@@ -95,8 +95,7 @@ func isHTMLFile(name string) bool {
 
 // TestCorpusScriptLinkPrecision parses every page of the corpus and checks
 // that the script links on the page's own host name files that exist: how
-// often a script link is a real page rather than a 404 (see
-// notes-crawl-links.md for the figures).
+// often a script link is a real page rather than a 404.
 func TestCorpusScriptLinkPrecision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("parses the whole corpus")

@@ -91,10 +91,15 @@ func hasPrefixAt(src []byte, i int, prefix string) bool {
 // skipPast returns the index just past the first end at or after i, or
 // len(src).
 func skipPast(src []byte, i int, end string) int {
-	for j := i; j+len(end) <= len(src); j++ {
-		if src[j] == end[0] && string(src[j:j+len(end)]) == end {
-			return j + len(end)
+	for i < len(src) {
+		k := bytes.IndexByte(src[i:], end[0])
+		if k < 0 {
+			break
 		}
+		if i += k; hasPrefixAt(src, i, end) {
+			return i + len(end)
+		}
+		i++
 	}
 	return len(src)
 }
