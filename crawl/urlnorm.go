@@ -278,8 +278,8 @@ func truncateForError(s string) string {
 	return s
 }
 
-// normalizeHost takes the parser's host (ASCII: a domain, a dotted IPv4
-// address or a bracketed IPv6 one) and the port it kept (none when default).
+// normalizeHost takes an ASCII host as the parser gives it (a domain, a
+// dotted IPv4 address or a bracketed IPv6 one) and its port, if any.
 func normalizeHost(hostname, port, scheme string) (string, error) {
 	if hostname == "" {
 		return "", fmt.Errorf("empty host: %w", ErrBadURL)
