@@ -492,13 +492,11 @@ func (n *Node) sendBatch(p peer.ID, entries []outboxEntry) error {
 		return err
 	}
 	// Ack received: the receiver has made the records durable (or passed
-	// them on), so now, and only now, they leave our outbox.
-	if err := n.deleteKeys(keys); err != nil {
-		return err
-	}
+	// them on), so now, and only now, they leave our outbox. They count as
+	// forwarded first, so that an empty outbox never shows them uncounted.
 	n.st.batchesSent.Add(1)
 	n.st.urlsForwarded.Add(uint64(len(recs)))
-	return nil
+	return n.deleteKeys(keys)
 }
 
 // reroute moves the records of a departed peer to the owners by the
