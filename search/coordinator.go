@@ -580,7 +580,7 @@ func cacheKey(q *Query, page, n int) string {
 	return fmt.Sprintf("%s\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), page, n)
 }
 
-// Wire format of the search protocol, version 2: JSON objects, small and
+// Wire format of the search protocol, version 3: JSON objects, small and
 // self-describing. The query travels as its raw string and each shard parses
 // it with the same deterministic analyzer, which keeps the wire independent
 // of the query's internal form. Every request and answer carries its
@@ -588,8 +588,9 @@ func cacheKey(q *Query, page, n int) string {
 // another version with its version alone, and a coordinator refuses an
 // answer of another version (a failed shard in Coverage, "analyzer version
 // X, want Y"), so that statistics and scores of two analyzers are never
-// merged.
-const wireVersion = 2
+// merged. A candidate carries what Score reads: per query term its TF in
+// each field, its field lengths, static rank and proximity counts.
+const wireVersion = 3
 
 // maxAnalyzerVersionBytes bounds the analyzer version on the wire.
 const maxAnalyzerVersionBytes = 64

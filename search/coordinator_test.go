@@ -654,6 +654,12 @@ func TestForgedShardStatisticsAreRejected(t *testing.T) {
 		{"same URL twice", func(r *ShardResult) { r.Candidates = append(r.Candidates, r.Candidates[0]) }},
 		{"javascript: URL", func(r *ShardResult) { r.Candidates[0].URL = "javascript://" + r.Candidates[0].Host + "/%0Aalert(1)" }},
 		{"URL with a space", func(r *ShardResult) { r.Candidates[0].URL = "http://" + r.Candidates[0].Host + "/a b" }},
+		{"proximity beyond the occurrences", func(r *ShardResult) {
+			for i := range r.Candidates {
+				r.Candidates[i].Prox = []uint32{1 << 20}
+			}
+		}},
+		{"proximity for pairs the query has not", func(r *ShardResult) { r.Candidates[0].Prox = []uint32{0, 0, 1} }},
 	}
 	ctx := context.Background()
 	const query = "search engine"

@@ -481,6 +481,7 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 		ubOnly[j] = ub
 	}
 	essential := 0 // order[:essential] are non-essential
+	bounds := make([]float64, n)
 	for iter := 0; ; iter++ {
 		if iter&1023 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -504,30 +505,62 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 		if d == index.NoMoreDocs {
 			return nil
 		}
-		enter := true
 		if h.Len() == k {
+			theta := (*h)[0].score
+			// Block-max: the blocks each list holds at d bound every doc
+			// up to the first of them to end; a run the sum cannot beat
+			// is skipped without decoding.
 			ub := e.staticUB + e.proxUB
+			end := uint32(index.NoMoreDocs)
+			for _, u := range order {
+				last, b := e.units[u].shallow(e, d)
+				end = min(end, last)
+				if last == index.NoMoreDocs {
+					ub -= e.pens[u]
+				} else {
+					ub += b
+				}
+			}
+			if ub <= theta {
+				e.pruned = true
+				if end == index.NoMoreDocs {
+					return nil
+				}
+				for _, u := range order[essential:] {
+					e.units[u].p.Advance(end + 1)
+				}
+				continue
+			}
+			// d itself: the terms it lacks pay instead of adding, the
+			// essential ones known already, the others found by advancing
+			// their cursors, best bound first, while d can still enter.
+			ub = e.staticUB + e.proxUB
 			for _, u := range order {
 				c := e.units[u]
-				if c.p.Doc() < d {
-					c.p.Advance(d)
-				}
-				if c.p.Doc() == d {
-					ub += c.bound
+				_, bounds[u] = c.shallow(e, d)
+				if c.p.Doc() <= d {
+					ub += bounds[u]
 				} else {
 					ub -= e.pens[u]
 				}
 			}
-			if ub <= (*h)[0].score {
-				enter = false
+			for i := essential - 1; i >= 0 && ub > theta; i-- {
+				u := order[i]
+				if e.units[u].p.Advance(d) != d {
+					ub -= bounds[u] + e.pens[u]
+				}
+			}
+			if ub <= theta {
 				e.pruned = true
+			} else {
+				for _, u := range order[:essential] {
+					e.units[u].p.Advance(d)
+				}
+				if err := e.evaluateRelaxed(d, k, h); err != nil {
+					return err
+				}
 			}
 		} else {
-			for _, u := range order[:essential] {
-				e.units[u].p.Advance(d)
-			}
-		}
-		if enter {
 			for _, u := range order[:essential] {
 				e.units[u].p.Advance(d)
 			}

@@ -56,6 +56,76 @@ func TestScoreHandComputed(t *testing.T) {
 	}
 }
 
+func TestScoreProximityAndPenalty(t *testing.T) {
+	p := DefaultParams()
+	p.Weight = [index.NumFields]float64{0, 0, 1, 0, 0}
+	p.B = [index.NumFields]float64{}
+	p.StaticWeight, p.Prox, p.ProxK, p.Miss = 0, 2, 1, 0.5
+	global := &CollectionStats{Docs: 10, DF: map[string]int64{"a": 2, "b": 4, "c": 9}, FieldLenSum: [index.NumFields]int64{0, 0, 100, 0, 0}}
+	q, err := ParseQuery("a b c", index.SharedAnalyzer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// idf a = ln 4.4, b = ln(1+6.5/4.5), c = ln(1+1.5/9.5); tf' = 1 for a
+	// present term (body only, B = 0), so a term adds idf·2.2/2.2 = idf.
+	ia, ib, ic := math.Log(4.4), math.Log(1+6.5/4.5), math.Log(1+1.5/9.5)
+	one := [index.NumFields]uint32{0, 0, 1, 0, 0}
+	tests := []struct {
+		name    string
+		relax   bool
+		tf      map[string][index.NumFields]uint32
+		prox    []uint32
+		want    float64
+		comment string
+	}{
+		{name: "all terms, none close", tf: map[string][index.NumFields]uint32{"a": one, "b": one, "c": one}, want: ia + ib + ic},
+		// a and b close once: 2·min(ia, ib)·1/(1+1); b and c twice: 2·ic·2/3.
+		{name: "close pairs", tf: map[string][index.NumFields]uint32{"a": one, "b": one, "c": one}, prox: []uint32{1, 2},
+			want: ia + ib + ic + 2*ib*0.5 + 2*ic*2.0/3},
+		{name: "proximity of the wrong length counts nothing", tf: map[string][index.NumFields]uint32{"a": one, "b": one, "c": one}, prox: []uint32{1},
+			want: ia + ib + ic},
+		{name: "strict query: a missing term costs nothing more", tf: map[string][index.NumFields]uint32{"a": one, "c": one}, want: ia + ic},
+		{name: "relaxed query: a missing term costs Miss·idf", relax: true, tf: map[string][index.NumFields]uint32{"a": one, "c": one}, want: ia + ic - 0.5*ib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := p
+			p.Relax = tc.relax
+			got := Score(p, global, q, &Candidate{TF: tc.tf, Prox: tc.prox, FieldLen: [index.NumFields]uint32{0, 0, 1, 0, 0}})
+			if math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("Score = %.17g, want %.17g", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProxCount(t *testing.T) {
+	tests := []struct {
+		name   string
+		a, b   []uint32
+		window int
+		want   uint32
+	}{
+		{"adjacent", []uint32{3}, []uint32{4}, 1, 1},
+		{"same position (a sub-word)", []uint32{3}, []uint32{3}, 1, 1},
+		{"too far", []uint32{3}, []uint32{10}, 5, 0},
+		{"either order", []uint32{10}, []uint32{7}, 3, 1},
+		{"one b near many a counts once", []uint32{1, 2, 3, 4}, []uint32{5}, 8, 1},
+		{"pairs", []uint32{1, 20, 40}, []uint32{2, 22, 60}, 2, 2},
+		{"empty", nil, []uint32{1}, 8, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := proxCount(tc.a, tc.b, tc.window); got != tc.want {
+				t.Errorf("proxCount = %d, want %d", got, tc.want)
+			}
+			if got := proxCount(tc.b, tc.a, tc.window); got != tc.want {
+				t.Errorf("proxCount reversed = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 type testDoc struct {
 	url, host, title, body string
 	rank                   float64

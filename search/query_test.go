@@ -78,6 +78,26 @@ func TestParseQuery(t *testing.T) {
 	}
 }
 
+func TestRelaxable(t *testing.T) {
+	for q, want := range map[string]bool{
+		"inserting envelopes":   true,
+		"我们的搜索引擎":               true, // one word the analyzer splits
+		"envelopes":             false,
+		`"inserting envelopes"`: false,
+		"envelopes OR letters":  false,
+		"insert -envelopes":     false,
+		"insert envelopes -x":   true,
+	} {
+		pq, err := ParseQuery(q, index.SharedAnalyzer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pq.Relaxable(); got != want {
+			t.Errorf("%q: Relaxable() = %v, want %v", q, got, want)
+		}
+	}
+}
+
 func TestQueryTermsAndHosts(t *testing.T) {
 	a := index.SharedAnalyzer()
 	q, err := ParseQuery(`apple "apple pie" OR banana -cherry site:example.com -site:bad.example.com`, a)
