@@ -520,7 +520,8 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 	if dp == nil {
 		dp = &docPostings{idx: make(map[string]int32, 256)}
 	}
-	dp.meta = docMeta{static: sanitizeRank(d.StaticRank), host: d.Host}
+	page := ix.an.pageScript(d.Title, d.Body)
+	dp.meta = docMeta{static: sanitizeRank(d.StaticRank), host: d.Host, script: page}
 	base := uint32(0)
 	var field int
 	maxPos := -1
@@ -529,7 +530,6 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 			maxPos = max(maxPos, t.pos)
 		}
 	}
-	page := ix.an.pageScript(d.Title, d.Body)
 	add := func(f int, text string) {
 		field, maxPos = f, -1
 		ix.an.run(text, false, false, page, emit)

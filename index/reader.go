@@ -85,6 +85,9 @@ func (r *Reader) FieldLens(id uint32) [NumFields]uint32 { return r.metas[id].len
 // StaticRank returns the static rank of doc id as given to Put.
 func (r *Reader) StaticRank(id uint32) float64 { return r.metas[id].static }
 
+// Script returns the script doc id is written in.
+func (r *Reader) Script(id uint32) Script { return Script(r.metas[id].script) }
+
 // MaxStaticRank bounds the static rank of every doc in the view.
 func (r *Reader) MaxStaticRank() float64 { return r.maxRank }
 

@@ -288,7 +288,7 @@ func putPage(t *testing.T, n *Node, doc *index.Document) {
 }
 
 // forgeAnswer rewrites the snippets and titles of a shard answer (search's
-// JSON wire: {"v":2,"a":ANALYZER,"r":{...}} for candidates, with "sn":{...}
+// JSON wire: {"v":3,"a":ANALYZER,"r":{...}} for candidates, with "sn":{...}
 // for snippets).
 func forgeAnswer(b []byte, snippet, title string) ([]byte, error) {
 	var w struct {

@@ -464,37 +464,37 @@ func TestSearchRejectsBadRequests(t *testing.T) {
 
 func TestShardWireRejectsGarbage(t *testing.T) {
 	for _, b := range [][]byte{
-		nil, []byte("{"), []byte(`{"v":1,"a":"x","q":"x","k":10}`), []byte(`{"v":2,"a":"x","q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
-		[]byte(`{"v":2,"a":"x","q":"x","k":10,"s":11}`), []byte(`{"v":2,"a":"x","q":"x","k":10,"s":-1}`),
-		[]byte(`{"v":2,"a":"x","q":"x","k":1,"u":[""]}`),
-		[]byte(`{"v":2,"a":"x","q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
-		[]byte(`{"v":2,"a":"x","q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
-		[]byte(`{"v":2,"q":"x","k":10}`), // no analyzer version
-		[]byte(`{"v":2,"a":"` + strings.Repeat("x", maxAnalyzerVersionBytes+1) + `","q":"x","k":10}`),
+		nil, []byte("{"), []byte(`{"v":1,"a":"x","q":"x","k":10}`), []byte(`{"v":3,"a":"x","q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
+		[]byte(`{"v":3,"a":"x","q":"x","k":10,"s":11}`), []byte(`{"v":3,"a":"x","q":"x","k":10,"s":-1}`),
+		[]byte(`{"v":3,"a":"x","q":"x","k":1,"u":[""]}`),
+		[]byte(`{"v":3,"a":"x","q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
+		[]byte(`{"v":3,"a":"x","q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
+		[]byte(`{"v":3,"q":"x","k":10}`), // no analyzer version
+		[]byte(`{"v":3,"a":"` + strings.Repeat("x", maxAnalyzerVersionBytes+1) + `","q":"x","k":10}`),
 	} {
 		if _, err := decodeShardRequest(b); err == nil {
 			t.Errorf("decodeShardRequest(%.20q) accepted garbage", b)
 		}
 	}
-	for _, b := range [][]byte{nil, []byte("[]"), []byte(`{"v":2,"a":"x"}`), []byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":-5}}}`),
-		[]byte(`{"v":1,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"a":"y","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"r":{"Stats":{"Docs":5}}}`)} {
+	for _, b := range [][]byte{nil, []byte("[]"), []byte(`{"v":3,"a":"x"}`), []byte(`{"v":3,"a":"x","r":{"Stats":{"Docs":-5}}}`),
+		[]byte(`{"v":1,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":3,"a":"y","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":3,"r":{"Stats":{"Docs":5}}}`)} {
 		if _, err := decodeShardResponse(b, "x"); err == nil {
 			t.Errorf("decodeShardResponse(%.20q) accepted garbage", b)
 		}
 	}
-	if _, err := decodeShardResponse([]byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":5}}}`), "x"); err != nil {
+	if _, err := decodeShardResponse([]byte(`{"v":3,"a":"x","r":{"Stats":{"Docs":5}}}`), "x"); err != nil {
 		t.Errorf("decodeShardResponse refused a good answer: %v", err)
 	}
 	asked := []string{"http://a.test/"}
-	for _, b := range [][]byte{nil, []byte(`{"v":2,"a":"x"}`), []byte(`{"v":1,"a":"x","sn":{}}`), []byte(`{"v":2,"a":"y","sn":{}}`),
-		[]byte(`{"v":2,"a":"x","sn":{"http://b.test/":"not asked"}}`),
-		[]byte(`{"v":2,"a":"x","sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
+	for _, b := range [][]byte{nil, []byte(`{"v":3,"a":"x"}`), []byte(`{"v":1,"a":"x","sn":{}}`), []byte(`{"v":3,"a":"y","sn":{}}`),
+		[]byte(`{"v":3,"a":"x","sn":{"http://b.test/":"not asked"}}`),
+		[]byte(`{"v":3,"a":"x","sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
 	} {
 		if _, err := decodeSnippetResponse(b, "x", asked); err == nil {
 			t.Errorf("decodeSnippetResponse(%.40q) accepted garbage", b)
 		}
 	}
-	if sn, err := decodeSnippetResponse([]byte(`{"v":2,"a":"x","sn":{"http://a.test/":"a <b>hit</b>"}}`), "x", asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
+	if sn, err := decodeSnippetResponse([]byte(`{"v":3,"a":"x","sn":{"http://a.test/":"a <b>hit</b>"}}`), "x", asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
 		t.Errorf("decodeSnippetResponse refused a good answer: %v %v", sn, err)
 	}
 }
@@ -540,9 +540,9 @@ var fuzzQuery = func() *Query {
 }()
 
 func FuzzShardWire(f *testing.F) {
-	f.Add([]byte(`{"v":2,"a":"x","q":"search engine","k":50}`))
-	f.Add([]byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
-	f.Add([]byte(`{"v":2,"a":"x","r":null}`))
+	f.Add([]byte(`{"v":3,"a":"x","q":"search engine","k":50}`))
+	f.Add([]byte(`{"v":3,"a":"x","r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
+	f.Add([]byte(`{"v":3,"a":"x","r":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeShardRequest(b); err == nil && (r.k < 1 || len(r.query) > MaxQueryBytes || r.snippetTop < 0 || r.snippetTop > r.k || len(r.snippetURLs) > MaxResultsPerPage || r.analyzer == "") {
 			t.Fatalf("accepted %+v", r)

@@ -217,7 +217,9 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 	for i, t := range e.terms {
 		e.idfs[i] = idf(global.Docs, global.DF[t])
 	}
-	e.staticUB = staticScore(&e.p, r.MaxStaticRank()) * boundSlack
+	// The static bound covers what a page gets whatever its terms: its
+	// static rank and the script bonus.
+	e.staticUB = (staticScore(&e.p, r.MaxStaticRank()) + sameScript(&e.p, q, q.script)) * boundSlack
 	e.proxUB = proxBound(&e.p, e.idfs) * boundSlack
 	e.tfs = make([][index.NumFields]uint32, len(e.terms))
 	e.has = make([]bool, len(e.terms))
@@ -275,7 +277,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		c := Candidate{
 			URL: sum.URL, Host: sum.Host, Title: sum.Title,
 			ContentHash: sum.ContentHash, SimHash: sum.SimHash,
-			StaticRank: r.StaticRank(ht.doc), FieldLen: r.FieldLens(ht.doc),
+			StaticRank: r.StaticRank(ht.doc), FieldLen: r.FieldLens(ht.doc), Script: r.Script(ht.doc),
 			TF: make(map[string][index.NumFields]uint32, len(e.terms)),
 		}
 		for i, t := range e.terms {
@@ -689,13 +691,14 @@ func (e *exec) score(d uint32, k int, h *hitHeap) error {
 		s -= missPenalty(&e.p, e.idfs, e.has)
 	}
 	static := staticScore(&e.p, e.r.StaticRank(d))
+	script := sameScript(&e.p, e.q, e.r.Script(d))
 	var prox []uint32
 	if e.prox != nil {
 		// Positions are read only for a doc that could enter the top k
 		// with the largest proximity its TFs allow.
 		if h.Len() == k {
 			root := (*h)[0]
-			ub := (s + e.proxBoundTF() + static) * boundSlack
+			ub := (s + e.proxBoundTF() + script + static) * boundSlack
 			if ub < root.score || ub == root.score && d > root.doc {
 				return nil
 			}
@@ -706,6 +709,7 @@ func (e *exec) score(d uint32, k int, h *hitHeap) error {
 		}
 		s += proxScore(&e.p, e.idfs, prox)
 	}
+	s += script
 	s += static
 	if h.Len() == k {
 		root := (*h)[0]

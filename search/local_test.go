@@ -99,6 +99,45 @@ func TestScoreProximityAndPenalty(t *testing.T) {
 	}
 }
 
+// A query in one script finds the pages of both and, with SameScript,
+// ranks those written in its own first.
+func TestSameScriptFirst(t *testing.T) {
+	docs := []testDoc{
+		{"http://tw.test/1", "tw.test", "開啟檔案", "開啟檔案。開啟檔案。", 0},
+		{"http://cn.test/1", "cn.test", "说明", "请打开文件并修改设置。" + strings.Repeat("这是无关的内容。", 20), 0},
+	}
+	ix := newTestIndex(t, docs, 10)
+	for _, tc := range []struct {
+		q          string
+		sameScript float64
+		first      string
+	}{
+		{"打开文件", 0, "http://tw.test/1"}, // in the title, more often
+		{"打开文件", 5, "http://cn.test/1"},
+		{"開啟檔案", 5, "http://tw.test/1"},
+		{"file 文件", 5, "http://tw.test/1"}, // 文件 does not tell the script
+	} {
+		p := DefaultParams()
+		p.SameScript, p.Relax = tc.sameScript, true
+		q, err := ParseQuery(tc.q, ix.Analyzer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := NewLocal(ix, p).Search(context.Background(), q, 10, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Candidates) != 2 || res.Candidates[0].URL != tc.first {
+			t.Errorf("%q SameScript %v: %v, want %s first", tc.q, tc.sameScript, urls(res), tc.first)
+		}
+		for _, c := range res.Candidates {
+			if got := Score(p, &res.Stats, q, &c); got != c.Score {
+				t.Errorf("%q %s: Score %.17g, engine %.17g", tc.q, c.URL, got, c.Score)
+			}
+		}
+	}
+}
+
 func TestProxCount(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -47,6 +47,7 @@ type Group struct {
 // subdomain; no host may match ExcludeSites.
 type Query struct {
 	raw          string
+	script       index.Script // of the query's text (Params.SameScript)
 	Groups       []Group
 	Exclude      []Clause `json:",omitempty"`
 	Sites        []string `json:",omitempty"`
@@ -271,7 +272,7 @@ func ParseQuery(q string, a *index.Analyzer) (*Query, error) {
 		return nil, ErrQueryTooLong
 	}
 	q = sanitize(q)
-	query := &Query{raw: q}
+	query := &Query{raw: q, script: a.Script(q)}
 	nterms := 0
 	toClause := func(text string, phrase bool) (Clause, bool) {
 		toks := a.AnalyzeQuery(text)

@@ -41,8 +41,10 @@ type Candidate struct {
 	FieldLen                  [index.NumFields]uint32
 	// Prox counts, per pair of neighbouring query terms (Query.Terms
 	// order), how close the pair occurs (proxCount); nil when no pair does.
-	Prox  []uint32 `json:",omitempty"`
-	Score float64
+	Prox []uint32 `json:",omitempty"`
+	// Script is the Chinese script the page is written in.
+	Script index.Script `json:",omitempty"`
+	Score  float64
 	// NoSnippet says the shard left Snippet out (Local.SearchSnippets).
 	NoSnippet bool `json:",omitempty"`
 }
@@ -56,6 +58,9 @@ type Params struct {
 	Prox, ProxK float64
 	// ProxWindow is how far apart two terms may be to count as close.
 	ProxWindow int
+	// SameScript is added for a page written in the script of a query
+	// in Chinese (sameScript).
+	SameScript float64
 	// Relax lets a relaxable query (Query.Relaxable) match documents
 	// that lack some of its terms, each missing term costing Miss times
 	// its idf (missPenalty).
@@ -106,6 +111,9 @@ func (p Params) sanitized() Params {
 	p.ProxWindow = min(max(p.ProxWindow, 1), 15)
 	if !(p.Miss >= 0) || math.IsInf(p.Miss, 0) {
 		p.Miss = 0
+	}
+	if !(p.SameScript >= 0) || math.IsInf(p.SameScript, 0) {
+		p.SameScript = 0
 	}
 	return p
 }
@@ -196,7 +204,19 @@ func Score(p Params, global *CollectionStats, q *Query, c *Candidate) float64 {
 		s -= missPenalty(&p, idfs, has)
 	}
 	s += proxScore(&p, idfs, c.Prox)
+	s += sameScript(&p, q, c.Script)
 	return s + staticScore(&p, c.StaticRank)
+}
+
+// sameScript is what a page written in the query's script gets: a query
+// in Simplified (Traditional) characters finds pages of both scripts
+// (index folds them), and prefers those its reader writes. A query that
+// does not tell (English, or 巨集) prefers none.
+func sameScript(p *Params, q *Query, page index.Script) float64 {
+	if q.script == index.ScriptUnknown || page != q.script {
+		return 0
+	}
+	return p.SameScript
 }
 
 // textScore is the BM25F part: the sum of the present terms' weights, in

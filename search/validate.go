@@ -123,6 +123,8 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 		return implausible("title or snippet too long for %.100q", c.URL)
 	case math.IsNaN(c.StaticRank) || math.IsInf(c.StaticRank, 0) || c.StaticRank < 0:
 		return implausible("static rank %v for %.100q", c.StaticRank, c.URL)
+	case c.Script > index.ScriptTraditional:
+		return implausible("script %d for %.100q", c.Script, c.URL)
 	}
 	if h := candidateHost(c.URL); h == "" || !strings.EqualFold(h, c.Host) {
 		return implausible("host %.100q does not match URL %.100q", c.Host, c.URL)
