@@ -24,7 +24,7 @@ import (
 // analyzerAlgorithm is the part of AnalyzerVersion that the dictionaries'
 // hash does not cover: bump it whenever a change to the analyzer's code
 // changes the terms of any text.
-const analyzerAlgorithm = 4
+const analyzerAlgorithm = 5
 
 // Dictionaries compiled into the binary (data/README.md says where they
 // come from), so that every node segments with the same ones wherever it
