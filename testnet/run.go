@@ -241,6 +241,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	if err := crawlToCompletion(ctx, cfg, l, web, rep, kills, hostile, logf); err != nil {
 		return nil, err
 	}
+	procs.sample(l)
+	crawlCPU := selfCPUSeconds()
+	for _, f := range procs.figures() {
+		crawlCPU += f.CPUSeconds
+	}
 	if cfg.Keep {
 		if err := writeWebLogs(web, dir); err != nil {
 			logf("write request log: %v", err)
@@ -266,6 +271,10 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		return d
 	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
 	rep.Crawl.classify(fetches, kills.list())
+	rep.Crawl.CPUSecondsAll = round3(crawlCPU)
+	if rep.Crawl.PagesFetched > 0 {
+		rep.Crawl.CPUMsPerPage = round3(1000 * crawlCPU / float64(rep.Crawl.PagesFetched))
+	}
 	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches); err != nil {
 		// The report stands without this figure; say why it is missing.
 		rep.Events = append(rep.Events, err.Error())
