@@ -437,7 +437,7 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 		n.refuse(from, "handed-off pages and anchors", refused)
 		return fmt.Errorf("%d handed-off items refused: %s does not hold their hosts by this node's view", refused, from)
 	}
-	return n.syncAcknowledged(len(m.Docs) > 0 || len(m.Anchors) > 0)
+	return n.syncAcknowledged(ctx, len(m.Docs) > 0 || len(m.Anchors) > 0)
 }
 
 func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []byte) error {
@@ -456,7 +456,7 @@ func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []b
 		return err
 	}
 	n.settle.settle(exp.Host)
-	return n.syncAcknowledged(true)
+	return n.syncAcknowledged(ctx, true)
 }
 
 // splitExport cuts a host's crawl state into parts of about maxBytes of URL

@@ -42,6 +42,7 @@ type Node struct {
 	replicas replicaHosts
 	pulls    pulls
 	seeds    seedBudget
+	syncs    *syncer
 	// ctx is Run's context, for work started from callbacks.
 	ctx    context.Context
 	settle *settling
@@ -83,6 +84,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if err != nil {
 		return nil, err
 	}
+	n.syncs = newSyncer(n.db)
 	defer closeOnErr(n.db.Close)
 
 	n.ix, err = index.Open(n.db, IndexOptions(), log.With("component", "index"))
@@ -223,6 +225,7 @@ func (n *Node) Run(ctx context.Context) error {
 	run(n.rebalanceLoop)
 	run(n.replicationLoop)
 	run(n.watchDisk)
+	run(n.syncs.run)
 	if len(n.cfg.Seeds) > 0 {
 		if _, err := n.AddSeeds(ctx, n.cfg.Seeds); err != nil {
 			n.log.Warn("seeds", "err", err)
@@ -330,7 +333,7 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 	if err := n.addAnchors(ctx, anchors); err != nil {
 		return err
 	}
-	return n.syncAcknowledged(len(recs) > 0)
+	return n.syncAcknowledged(ctx, len(recs) > 0)
 }
 
 // urlsFrom is the URL filter (p2p.SetURLFilter): which records of a batch

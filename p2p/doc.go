@@ -172,7 +172,11 @@
 // Concurrency: a peer may have at most MaxStreamsPerPeer (128) inbound
 // streams being handled at once, at most MaxSearchesPerPeer (32) search
 // requests (more are answered busy: Stats.SearchesRefused), and at most 4
-// URL batches; streams beyond
+// URL batches. Search requests run on as many workers as there are cores;
+// a freed worker goes to the waiting peer that used the workers least
+// lately (searchqueue.go), so a member that sends many or costly searches
+// delays its own, not others'; one not started by its deadline is
+// answered busy. Streams beyond
 // are reset on arrival (Stats.StreamsRefused). Exceeding it is not
 // penalised: an honest coordinator under load may run many searches at
 // once. A request must keep arriving: StreamIdleTimeout (10 s) of silence

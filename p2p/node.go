@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,8 @@ type Node struct {
 	dialing sync.Map // peer.ID -> true while a routing-table dial runs
 	// candidateSem bounds the dials to candidate members under way.
 	candidateSem chan struct{}
+	// searches runs other members' search requests in turn (searchqueue.go).
+	searches *searchQueue
 	// refusalLog paces the warnings about refused strangers, which come
 	// as fast as a stranger sends.
 	refusalLog *rate.Limiter
@@ -124,6 +127,7 @@ type counters struct {
 	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused         atomic.Uint64
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
 	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
+	relayersBanned                                                            atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
 }
@@ -175,6 +179,9 @@ type Stats struct {
 	MembersRefused       uint64
 	HeartbeatsIgnored    uint64
 	CandidateDialsFailed uint64
+	// RelayersBanned counts peers blacklisted in gossip for relaying
+	// heartbeats of members that do not answer (admission.go).
+	RelayersBanned uint64
 	// ClaimsThrottled counts claims refused because their origin exceeded
 	// ClaimRate.
 	ClaimsThrottled uint64
@@ -237,6 +244,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		adm:          newAdmission(cfg),
 		candidateSem: make(chan struct{}, candidateDials),
 		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
+		searches:     newSearchQueue(runtime.GOMAXPROCS(0)),
 		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
@@ -381,6 +389,10 @@ func (n *Node) startRest(ctx context.Context) error {
 	}
 	n.kad = kad
 
+	banned, err := pubsub.NewTimeCachedBlacklist(relayBan)
+	if err != nil {
+		return fmt.Errorf("p2p: gossip blacklist: %w", err)
+	}
 	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
 		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
@@ -389,6 +401,7 @@ func (n *Node) startRest(ctx context.Context) error {
 		// default queue of 32 RPCs per peer drops them (Stats.GossipDrops).
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithRawTracer(&n.st.gossip),
+		pubsub.WithBlacklist(banned),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
@@ -634,6 +647,7 @@ func (n *Node) Stats() Stats {
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),
+		RelayersBanned:       n.st.relayersBanned.Load(),
 		GossipDrops:          n.st.gossip.total(),
 		OutboxDepth:          n.OutboxDepth(),
 		OutboxByPeer:         byPeer,

@@ -62,6 +62,12 @@ func (n *Node) handleSearch(ctx context.Context, from peer.ID, msg []byte) ([]by
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	start, err := n.searches.acquire(ctx, from)
+	if err != nil {
+		n.st.searchesRefused.Add(1)
+		return nil, errSearchBusy
+	}
+	defer n.searches.release(from, start)
 	n.mu.Lock()
 	h := n.searchH
 	n.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -166,4 +167,13 @@ func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures) 
 		out = append(out, nf)
 	}
 	return out
+}
+
+// selfCPUSeconds is the user and system CPU time of this process so far.
+func selfCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }

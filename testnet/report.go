@@ -59,6 +59,12 @@ type CrawlReport struct {
 	Seconds              float64          `json:"seconds"`
 	PagesPerSecond       float64          `json:"pages_per_second"`
 	Requests             int              `json:"requests"`
+	// CPUSecondsAll is the CPU time of every process of the testnet up to
+	// the end of the crawl: the nodes (sampled from /proc, summed over
+	// restarts) and the testnet's own process (the simulated web, the
+	// launcher, attackers if any); CPUMsPerPage is that per page fetched.
+	CPUSecondsAll float64 `json:"cpu_seconds_all"`
+	CPUMsPerPage  float64 `json:"cpu_ms_per_page"`
 	// Missing lists (up to 20) required pages nobody fetched.
 	Missing []string `json:"missing,omitempty"`
 	// Duplicates lists (up to 20) URLs fetched more than once.

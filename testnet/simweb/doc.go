@@ -29,7 +29,7 @@
 // stored: a page is generated on request from (seed, host, path), so 200
 // hosts / 20,000 pages start in well under a second. Text is English from
 // the embedded SUBTLEXus top-20k list (see WORDLIST.md for origin and
-// licence), Chinese from gojieba's dictionary (gojieba.DICT_PATH) weighted by
+// licence), Chinese from the analyzer's embedded jieba dictionary (index.JiebaDictionary) weighted by
 // its frequencies, or mixed; pages in a legacy charset only use words that
 // the charset can encode (anything else would become a numeric character
 // reference). Links: a tree (page k links its children 8k+1..8k+8, so every
