@@ -754,7 +754,7 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 		}
 		for _, l := range parsed.Links {
 			if !l.NoFollow {
-				links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1})
+				links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1, Base: l.Base})
 			}
 		}
 		return nil
