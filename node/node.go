@@ -343,14 +343,14 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 // closest to its host: members forward a record to the closest member
 // they know, and the first receiver was the owner in the origin's view.
 func (n *Node) urlFrom(from peer.ID, r p2p.URLRecord) bool {
-	members := n.memberIDs()
+	view := n.net.View()
 	switch {
 	case r.Hops > 0:
-		return rank(members, hostOf(r.URL), n.net.ReplicationFactor()+1, from) >= 0
+		return rank(view, hostOf(r.URL), n.net.ReplicationFactor()+1, from) >= 0
 	case r.SourceHost == "":
 		return n.seeds.allow(from)
 	}
-	return n.crawls(members, from, r.SourceHost)
+	return n.crawls(view, from, r.SourceHost)
 }
 
 // seedBudget bounds the seeds each member may submit through this node:
@@ -404,9 +404,10 @@ func (n *Node) publishLoad(ctx context.Context) {
 
 // watchMembers reacts to membership changes: hosts we no longer own are
 // handed to their new owner, and a joiner gets a handoff manifest when this
-// node has hosts for it or is one of its XOR neighbours (see settling).
-// Joiners met while this node's own view was still settling are looked at
-// again once it has: only then does the view say who their neighbours are.
+// node has hosts for it or holds hosts and is one of its donors (see
+// settling). Joiners met while this node's own view was still settling
+// are looked at again once it has: only then does the view say who their
+// donors are.
 func (n *Node) watchMembers(ctx context.Context) {
 	var unsettled []peer.ID // joiners met before the view settled
 	var settled <-chan time.Time
@@ -425,14 +426,9 @@ func (n *Node) watchMembers(ctx context.Context) {
 			n.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
 			switch ev.Kind {
 			case p2p.Joined:
-				var others []peer.ID
-				for _, m := range n.net.Members() {
-					if m.ID != n.net.ID() {
-						others = append(others, m.ID)
-					}
-				}
+				others, donors := awaitedDonors(n.net.ID(), n.net.View(), n.net.Members())
 				now := time.Now()
-				n.settle.joined(n.net.ID(), others, now)
+				n.settle.joined(n.net.ID(), others, donors, now)
 				if at := n.settle.viewSettledAt(); now.Before(at) {
 					unsettled = append(unsettled, ev.Member.ID)
 					if settled == nil {
