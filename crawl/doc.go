@@ -28,7 +28,8 @@
 //
 // OPIC: seeds get Config.SeedCash; a fetched page's cash is split equally
 // over its followable out-links (and its canonical and meta-refresh targets,
-// which are treated as links); a redirect passes all its cash to its target.
+// which are treated as links), a link found only in a script counting half;
+// a redirect passes all its cash to its target.
 // Cash for a queued URL moves it up its queue; cash for a fetched URL is
 // kept for its next visit. Cash to foreign hosts travels with the
 // Discovered links given to Sink.Forward. Page.Cash is the total received.

@@ -18,6 +18,8 @@ func FuzzParseHTML(f *testing.F) {
 	f.Add([]byte("\xff\xfe<\x00p\x00>\x00"), "text/html")
 	f.Add([]byte(`<a href="javascript:x"><img alt="a"></a><area href=//h/p><meta http-equiv=refresh content="0;url=/r">`), "text/html; charset=shift_jis")
 	f.Add([]byte("<script><!--</script><style>x</style><noscript>n</noscript><template>t"), "text/html; charset=\"utf-8\";;")
+	f.Add([]byte("<script>var a = ['x.html', \"/y/\", `./z.php`], r = /'/g; location.href = '\\u002Fp.html'; // 'c.html'\n</script>"+
+		"<a href=\"javascript:open('w.html')\" onclick=\"go('../v.aspx?a=1')\">j</a><script type=application/ld+json>{\"u\":\"https:\\/\\/h.test\\/\"}</script>"), "text/html")
 	base, _ := url.Parse("http://example.com/dir/page.html")
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		h := http.Header{}
@@ -54,16 +56,26 @@ func FuzzNormalizeURL(f *testing.F) {
 		"http://xn--bcher-kva.example/", "http://Bücher.example/ä?ö=ü", "mailto:a@b", "http://a/%zz%", "\\\\h\\p",
 		"http://a/;jsessionid=1?PHPSESSID=2&x", "http://a:0/", "http://a./", "http://1.2.3.4/", "http://[fe80::1%25e]/",
 		"rel/page.html", "/abs/p(1)!.html?id=7", "x?a=b=c", "a/b?c", "/p?sid=1", "/a/./b", "..", "/x?q=1&r=2",
+		"http:foo", "https:example.com/a", "///h/p", ":x", "http://0x7f.1/", "http://192.168.257/", "http://a.b/?b=1&a=2&",
+		"http://a.b:8080/p?a=1&b=2#f", "http://foo.09../", "http://u:p@h/", "http://1.2.3.4/?q='x'", "HTTP://A.B/",
 	} {
 		f.Add(s)
 	}
 	base, _ := url.Parse("http://example.com/dir/page.html?x=1")
-	lr := newLinkResolver(base)
+	resolvers := []*linkResolver{{}, newLinkResolver(base)}
 	f.Fuzz(func(t *testing.T, raw string) {
-		if fast, ok := lr.fast(raw); ok {
-			slow, err := NormalizeURL(raw, base)
-			if err != nil || slow.String() != fast {
-				t.Fatalf("fast path %q != NormalizeURL %v, %v (input %q)", fast, slow, err, raw)
+		// The easy path agrees with the parser, with and without a base.
+		for _, lr := range resolvers {
+			easy, ok := lr.easyURL(raw)
+			if !ok {
+				continue
+			}
+			parsed, err := lr.parse(raw)
+			if err != nil || parsed.String() != easy.String() {
+				t.Fatalf("easy path %v != parser %v, %v (input %q, base %v)", easy, parsed, err, raw, lr.base)
+			}
+			if s, _ := lr.resolve(raw); s != easy.String() {
+				t.Fatalf("resolve %q != %v", s, easy)
 			}
 		}
 		for _, b := range []*url.URL{nil, base} {
@@ -89,6 +101,27 @@ func FuzzNormalizeURL(f *testing.F) {
 				t.Fatalf("empty host key for %q", s)
 			}
 		}
+	})
+}
+
+// FuzzScanScript checks that the script scanner never panics and emits
+// only literals that pass its own candidate check.
+func FuzzScanScript(f *testing.F) {
+	for _, s := range []string{
+		`var a = ["x.html", '/y/', ` + "`./z${q}.html`" + `]; // "c.html"`,
+		`if (/["']/.test(s)) location = "a.php?x=1"; x = a / b / "c.htm";`,
+		"s = '\\x2Fa\\u{2F}b.html\\\n'; t = \"unterminated\nu = 'ok.html'",
+		"<!-- \"h.html\"\n--> \"i.html\"\n/* 'j.html' */ 'k.html'",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		scanScript(src, func(link string) bool {
+			if _, ok := scriptURLCandidate(link); !ok || !utf8.ValidString(link) {
+				t.Fatalf("emitted %q, which is no candidate", link)
+			}
+			return true
+		})
 	})
 }
 

@@ -25,6 +25,14 @@ import (
 //     against the first <base href> wherever it appears (it applies to the
 //     whole document), are normalised, de-duplicated (anchor texts merged,
 //     NoFollow only when every occurrence is nofollow) and capped;
+//   - script links (scriptlinks.go): string literals that look like links in
+//     inline scripts of JavaScript or JSON type without src, in event
+//     handler attributes (onclick, ...) and in javascript: hrefs, up to
+//     maxScriptScanBytes of script a page. They resolve like the others but
+//     come after every HTML link (the cap never drops an HTML link for
+//     one), carry no anchor text, and are marked Link.Script unless an
+//     HTML link names the same URL;
+//   - attributes: the first of a repeated attribute counts, as in browsers;
 //   - robots: <meta name="robots"|"sou"> and X-Robots-Tag (plain, or
 //     prefixed "sou:"; other agents' prefixed directives ignored): "noindex",
 //     "nofollow", "none". Page-level nofollow marks every link NoFollow;
@@ -48,6 +56,9 @@ type Link struct {
 	URL      string // absolute, normalised
 	Anchor   string
 	NoFollow bool
+	// Script: found only in a script (see scriptlinks.go), so less sure to
+	// be a page than an HTML link; it has no anchor text.
+	Script bool
 }
 
 // Parsed is what the parser extracts from a page.
@@ -123,7 +134,7 @@ func ParseHTML(body []byte, contentType string, header http.Header, pageURL *url
 			out.RefreshURL = u.String()
 		}
 	}
-	out.Links = resolveLinks(hp.links, base, out.NoFollow)
+	out.Links = resolveLinks(hp.links, hp.scriptLinks, base, out.NoFollow)
 	return out, nil
 }
 
@@ -178,11 +189,15 @@ type htmlParser struct {
 	headingBuf []byte
 	headingSp  bool
 
-	links     []rawLink
-	anchorIdx int // index in links of the open <a>
-	inAnchor  bool
-	anchorBuf []byte
-	anchorSp  bool
+	links       []rawLink
+	scriptLinks []string
+	scriptBytes int  // script text scanned so far
+	inScript    bool // the next text token is a script to scan
+	attrs       []tagAttr
+	anchorIdx   int // index in links of the open <a>
+	inAnchor    bool
+	anchorBuf   []byte
+	anchorSp    bool
 
 	skipDepth int // inside elements whose text is not visible
 	inHead    bool
@@ -191,6 +206,10 @@ type htmlParser struct {
 	baseHref, canonical, refresh, lang string
 	noIndex, noFollow                  bool
 }
+
+// tagAttr is an attribute of the current tag; the slices point into the
+// tokenizer's buffer and are valid until the next token.
+type tagAttr struct{ key, val []byte }
 
 func newHTMLParser(n int) *htmlParser {
 	hp := &htmlParser{}
@@ -235,6 +254,11 @@ func (hp *htmlParser) run(doc []byte) {
 			return
 		case html.TextToken:
 			t := z.Text()
+			if hp.inScript {
+				hp.inScript = false
+				hp.scanScript(t)
+				continue
+			}
 			if inTitle {
 				if len(titleBuf) < maxTitleBytes*2 {
 					titleBuf = append(titleBuf, t...)
@@ -246,8 +270,14 @@ func (hp *htmlParser) run(doc []byte) {
 			}
 			hp.addText(t)
 		case html.StartTagToken, html.SelfClosingTagToken:
-			name := rawTagName(z.Raw())
+			raw := z.Raw()
+			name := rawTagName(raw)
 			selfClosing := tt == html.SelfClosingTagToken
+			if needsAttrs(name, hp.inAnchor) || hasEventAttr(raw) {
+				hp.readAttrs(z)
+			} else {
+				hp.attrs = hp.attrs[:0]
+			}
 			if hp.inHead {
 				switch name {
 				case "html", "head", "title", "base", "meta", "link", "script", "style", "noscript", "template":
@@ -260,7 +290,7 @@ func (hp *htmlParser) run(doc []byte) {
 			switch name {
 			case "html":
 				if hp.lang == "" {
-					hp.lang = firstLangTag(attrValue(z, "lang"))
+					hp.lang = firstLangTag(hp.attr("lang"))
 				}
 				continue
 			case "head":
@@ -278,33 +308,35 @@ func (hp *htmlParser) run(doc []byte) {
 				continue
 			case "base":
 				if hp.baseHref == "" {
-					hp.baseHref = attrValue(z, "href")
+					hp.baseHref = hp.attr("href")
 				}
 				continue
 			case "meta":
-				hp.meta(z)
+				hp.meta()
 				continue
 			case "link":
-				hp.linkTag(z)
+				hp.linkTag()
 				continue
 			case "a", "area":
 				hp.closeAnchor()
-				hp.anchorTag(z, name == "a" && !selfClosing)
+				hp.anchorTag(name == "a" && !selfClosing)
 				continue
 			case "frame", "iframe":
 				if len(hp.links) < MaxLinksPerPage*2 {
-					if src := attrValue(z, "src"); src != "" {
+					if src := hp.attr("src"); src != "" {
 						hp.links = append(hp.links, rawLink{href: src})
 					}
 				}
 			case "img":
 				if hp.inAnchor {
-					if alt := attrValue(z, "alt"); alt != "" {
+					if alt := hp.attr("alt"); alt != "" {
 						hp.addAnchor([]byte(alt))
 						hp.anchorSp = true
 					}
 				}
 				continue
+			case "script":
+				hp.inScript = !selfClosing && hp.attr("src") == "" && isScannedScriptType(hp.attr("type"))
 			case "h1", "h2", "h3", "h4", "h5", "h6":
 				if !selfClosing {
 					if hp.headingLvl == 0 {
@@ -330,6 +362,7 @@ func (hp *htmlParser) run(doc []byte) {
 				hp.headingSp = true
 			}
 		case html.EndTagToken:
+			hp.inScript = false
 			name := rawTagName(z.Raw())
 			switch name {
 			case "title":
@@ -448,92 +481,144 @@ func (hp *htmlParser) closeAnchor() {
 	hp.anchorBuf = hp.anchorBuf[:0]
 }
 
-func (hp *htmlParser) anchorTag(z *html.Tokenizer, opens bool) {
-	var href, rel, alt string
-	for more := true; more; {
-		var k, v []byte
-		k, v, more = z.TagAttr()
-		switch string(k) {
-		case "href":
-			if href == "" {
-				href = string(v)
-			}
-		case "rel":
-			rel = string(v)
-		case "alt":
-			alt = string(v)
-		}
+func (hp *htmlParser) anchorTag(opens bool) {
+	href := hp.attr("href")
+	if js, ok := javascriptURL(href); ok {
+		hp.scanScript([]byte(js))
+		return
 	}
 	if href == "" || len(hp.links) >= MaxLinksPerPage*2 {
 		return
 	}
-	hp.links = append(hp.links, rawLink{href: href, noFollow: hasToken(rel, "nofollow")})
+	hp.links = append(hp.links, rawLink{href: href, noFollow: hasToken(hp.attr("rel"), "nofollow")})
 	if opens {
 		hp.anchorIdx = len(hp.links) - 1
 		hp.inAnchor = true
 		hp.anchorBuf = hp.anchorBuf[:0]
 		hp.anchorSp = false
-	} else if alt != "" {
+	} else if alt := hp.attr("alt"); alt != "" {
 		hp.links[len(hp.links)-1].anchor = collapseSpace([]byte(alt), maxAnchorBytes)
 	}
 }
 
-func (hp *htmlParser) linkTag(z *html.Tokenizer) {
-	var href, rel string
-	for more := true; more; {
-		var k, v []byte
-		k, v, more = z.TagAttr()
-		switch string(k) {
-		case "href":
-			href = string(v)
-		case "rel":
-			rel = string(v)
-		}
-	}
-	if href != "" && hp.canonical == "" && hasToken(rel, "canonical") {
+func (hp *htmlParser) linkTag() {
+	if href := hp.attr("href"); href != "" && hp.canonical == "" && hasToken(hp.attr("rel"), "canonical") {
 		hp.canonical = href
 	}
 }
 
-func (hp *htmlParser) meta(z *html.Tokenizer) {
-	var name, httpEquiv, content string
-	for more := true; more; {
-		var k, v []byte
-		k, v, more = z.TagAttr()
-		switch string(k) {
-		case "name":
-			name = strings.ToLower(strings.TrimSpace(string(v)))
-		case "http-equiv":
-			httpEquiv = strings.ToLower(strings.TrimSpace(string(v)))
-		case "content":
-			content = string(v)
-		}
-	}
+func (hp *htmlParser) meta() {
+	name := strings.ToLower(hp.attr("name"))
+	httpEquiv := strings.ToLower(hp.attr("http-equiv"))
 	switch {
 	case name == "robots" || name == "sou":
-		ni, nf := parseRobotsDirectives(content, false)
+		ni, nf := parseRobotsDirectives(hp.attr("content"), false)
 		hp.noIndex = hp.noIndex || ni
 		hp.noFollow = hp.noFollow || nf
 	case httpEquiv == "refresh":
 		if hp.refresh == "" {
-			hp.refresh = refreshTarget(content)
+			hp.refresh = refreshTarget(hp.attr("content"))
 		}
 	case httpEquiv == "content-language" && hp.lang == "":
-		hp.lang = firstLangTag(content)
+		hp.lang = firstLangTag(hp.attr("content"))
 	}
 }
 
-// attrValue returns the value of one attribute of the current tag. It
-// consumes the tag's attributes.
-func attrValue(z *html.Tokenizer, key string) string {
+// needsAttrs reports the elements whose attributes the parser reads (an
+// image's only for its alt text inside a link).
+func needsAttrs(name string, inAnchor bool) bool {
+	switch name {
+	case "html", "base", "meta", "link", "a", "area", "frame", "iframe", "script":
+		return true
+	case "img":
+		return inAnchor
+	}
+	return false
+}
+
+// hasEventAttr reports whether a tag's raw bytes may hold an event handler
+// attribute: "on" after a separator. Values can match too; then the
+// attributes are read for nothing.
+func hasEventAttr(raw []byte) bool {
+	for i := 1; i+2 < len(raw); i++ {
+		if raw[i]|0x20 == 'o' && raw[i+1]|0x20 == 'n' {
+			switch raw[i-1] {
+			case ' ', '\t', '\n', '\r', '\f', '/', '"', '\'':
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readAttrs reads the current tag's attributes into hp.attrs and scans its
+// event handlers for links.
+func (hp *htmlParser) readAttrs(z *html.Tokenizer) {
+	hp.attrs = hp.attrs[:0]
 	for more := true; more; {
 		var k, v []byte
 		k, v, more = z.TagAttr()
-		if string(k) == key {
-			return strings.TrimSpace(string(v))
+		hp.attrs = append(hp.attrs, tagAttr{k, v})
+		if len(k) > 2 && k[0] == 'o' && k[1] == 'n' {
+			hp.scanScript(v)
+		}
+	}
+}
+
+// attr returns the value of the current tag's first attribute named key,
+// trimmed, or "".
+func (hp *htmlParser) attr(key string) string {
+	for _, a := range hp.attrs {
+		if string(a.key) == key {
+			return strings.TrimSpace(string(a.val))
 		}
 	}
 	return ""
+}
+
+// scanScript collects the links in script text, within the page's budget.
+func (hp *htmlParser) scanScript(src []byte) {
+	if hp.scriptBytes >= maxScriptScanBytes || len(hp.scriptLinks) >= MaxLinksPerPage {
+		return
+	}
+	src = src[:min(len(src), maxScriptScanBytes-hp.scriptBytes)]
+	hp.scriptBytes += len(src)
+	scanScript(src, func(link string) bool {
+		hp.scriptLinks = append(hp.scriptLinks, link)
+		return len(hp.scriptLinks) < MaxLinksPerPage
+	})
+}
+
+// isScannedScriptType reports whether a <script type> holds JavaScript or
+// JSON (whose string literals are JavaScript's); templates and data in
+// other formats are not scanned.
+func isScannedScriptType(t string) bool {
+	t = strings.ToLower(strings.TrimSpace(t))
+	if i := strings.IndexByte(t, ';'); i >= 0 {
+		t = strings.TrimSpace(t[:i])
+	}
+	switch t {
+	case "", "module", "importmap", "speculationrules":
+		return true
+	}
+	return strings.Contains(t, "javascript") || strings.Contains(t, "ecmascript") || strings.HasSuffix(t, "json")
+}
+
+// javascriptURL returns the script of a javascript: URL, percent-decoded
+// as browsers run it.
+func javascriptURL(href string) (string, bool) {
+	const scheme = "javascript:"
+	if !hasPrefixFold(href, scheme) {
+		return "", false
+	}
+	js := href[len(scheme):]
+	if strings.IndexByte(js, '%') < 0 {
+		return js, true
+	}
+	if d, err := url.PathUnescape(js); err == nil {
+		return d, true
+	}
+	return js, true
 }
 
 // hasToken reports whether the space-separated list contains tok
@@ -657,13 +742,15 @@ func guessLang(text string) string {
 	return "zh"
 }
 
-// resolveLinks normalises, de-duplicates and caps the raw links.
-func resolveLinks(raw []rawLink, base *url.URL, pageNoFollow bool) []Link {
-	if len(raw) == 0 || base == nil {
+// resolveLinks normalises, de-duplicates and caps the raw links, then
+// adds the script links that no HTML link names, within the same cap.
+func resolveLinks(raw []rawLink, script []string, base *url.URL, pageNoFollow bool) []Link {
+	if len(raw)+len(script) == 0 || base == nil {
 		return nil
 	}
-	out := make([]Link, 0, min(len(raw), MaxLinksPerPage))
-	index := make(map[string]int, min(len(raw), MaxLinksPerPage))
+	n := min(len(raw)+len(script), MaxLinksPerPage)
+	out := make([]Link, 0, n)
+	index := make(map[string]int, n)
 	lr := newLinkResolver(base)
 	for _, r := range raw {
 		s, ok := lr.resolve(r.href)
@@ -687,6 +774,20 @@ func resolveLinks(raw []rawLink, base *url.URL, pageNoFollow bool) []Link {
 		}
 		index[s] = len(out)
 		out = append(out, Link{URL: s, Anchor: r.anchor, NoFollow: r.noFollow || pageNoFollow})
+	}
+	for _, href := range script {
+		if len(out) >= MaxLinksPerPage {
+			break
+		}
+		s, ok := lr.resolve(href)
+		if !ok {
+			continue
+		}
+		if _, dup := index[s]; dup {
+			continue
+		}
+		index[s] = len(out)
+		out = append(out, Link{URL: s, NoFollow: pageNoFollow, Script: true})
 	}
 	return out
 }

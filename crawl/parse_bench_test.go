@@ -79,6 +79,49 @@ func BenchmarkParseHTMLEnglish(b *testing.B) {
 	benchParse(b, benchPage(20<<10, enSentences, "en"), "text/html; charset=utf-8")
 }
 
+// BenchmarkParseHTMLScripts: the English page with 30 KB of inline script
+// of the kinds real pages carry (a JSON configuration, an array of page
+// names, handlers) and an onclick on every list item.
+func BenchmarkParseHTMLScripts(b *testing.B) {
+	page := string(benchPage(20<<10, enSentences, "en"))
+	var js strings.Builder
+	js.WriteString(`<script>var config = {"wgPageName": "Main_Page", "wgNamespaceIds": {"media": -2, "special": -1, "talk": 1}, "skin": "vector", "modules": [`)
+	for i := 0; js.Len() < 20<<10; i++ {
+		js.WriteString(`"ext.module` + itoa(i) + `", `)
+	}
+	js.WriteString(`"site"]};
+// Navigation built in the page: some pages are linked only from here.
+var pages = [`)
+	for i := 0; js.Len() < 30<<10; i++ {
+		js.WriteString(`{title: "Chapter ` + itoa(i) + `", url: "chapter/` + itoa(i) + `.html"}, `)
+	}
+	js.WriteString(`];
+function go(i) { if (/^\d+$/.test(i)) { window.location.href = pages[i].url; } return false; }
+</script>`)
+	page = strings.Replace(page, "</head>", js.String()+"</head>", 1)
+	page = strings.ReplaceAll(page, "<li><a ", `<li onclick="go(0)"><a `)
+	benchParse(b, []byte(page), "text/html; charset=utf-8")
+}
+
+// BenchmarkParseHTMLMixedLinks: 200 links in the forms that need the URL
+// parser (dot segments, escapes, several query parameters, absolute links
+// to other hosts with upper case, ports or escapes) beside simple ones.
+func BenchmarkParseHTMLMixedLinks(b *testing.B) {
+	var page strings.Builder
+	page.WriteString(`<html><head><title>Links</title></head><body><ul>`)
+	forms := []string{
+		"../up/%d.html", "./same/%d.html", "/a/b/../c/%d.html", "/search?q=x%d&lang=en&page=2", "/list.php?page=%d&cat=3",
+		"https://Example.ORG/Path/%d", "http://other.example.com:8080/p/%d?b=2&a=1", "/wiki/%E4%B8%AD%d", "simple/%d.html",
+		"http://other.example.com/about/%d", "https://www.example.com/article/%d.html#comments", "?page=%d",
+	}
+	for i := 0; i < 200; i++ {
+		href := strings.Replace(forms[i%len(forms)], "%d", itoa(i), 1)
+		page.WriteString(`<li><a href="` + href + `">link ` + itoa(i) + `</a></li>`)
+	}
+	page.WriteString(`</ul></body></html>`)
+	benchParse(b, []byte(page.String()), "text/html; charset=utf-8")
+}
+
 func BenchmarkNormalizeURL(b *testing.B) {
 	base, _ := url.Parse("http://www.example.com/dir/page.html")
 	inputs := []string{"../other/page.html?b=2&a=1#frag", "http://Example.COM:80/a/./b/%7euser", "/section/12/", "https://www.example.org/search?q=%e6%90%9c&sid=1"}

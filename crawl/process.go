@@ -352,29 +352,43 @@ func (c *Crawler) parse(e *procEntry, pageURL *url.URL) (*Parsed, error) {
 	return nil, nil
 }
 
-// outLinks: the followable links share the page's cash equally (OPIC). A
-// canonical URL pointing elsewhere and a meta-refresh target are treated as
-// links too (the page itself is still stored; if it is the same content as
-// the canonical, the near-duplicate index marks one of them).
+// scriptLinkWeight is a script link's share of a page's cash relative to an
+// HTML link's: it is less sure to be a page, so it waits behind them.
+const scriptLinkWeight = 0.5
+
+// outLinks: the followable links share the page's cash (OPIC), equally but
+// for script links (scriptLinkWeight). A canonical URL pointing elsewhere
+// and a meta-refresh target are treated as links too (the page itself is
+// still stored; if it is the same content as the canonical, the
+// near-duplicate index marks one of them).
 func (c *Crawler) outLinks(e *procEntry, p *Parsed) []Discovered {
 	var links []Discovered
+	var weights []float64
+	total := 0.0
+	add := func(d Discovered, w float64) {
+		links = append(links, d)
+		weights = append(weights, w)
+		total += w
+	}
 	if !p.NoFollow {
 		for _, l := range p.Links {
-			if !l.NoFollow {
-				links = append(links, Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: e.Host, Depth: e.Depth + 1})
+			if l.NoFollow {
+				continue
 			}
+			w := 1.0
+			if l.Script {
+				w = scriptLinkWeight
+			}
+			add(Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: e.Host, Depth: e.Depth + 1}, w)
 		}
 	}
 	for _, extra := range []string{p.Canonical, p.RefreshURL} {
 		if extra != "" && extra != e.URL {
-			links = append(links, Discovered{URL: extra, SourceHost: e.Host, Depth: e.Depth + 1})
+			add(Discovered{URL: extra, SourceHost: e.Host, Depth: e.Depth + 1}, 1)
 		}
 	}
-	if len(links) > 0 {
-		share := e.Cash / float64(len(links))
-		for i := range links {
-			links[i].Cash = share
-		}
+	for i := range links {
+		links[i].Cash = e.Cash * weights[i] / total
 	}
 	return links
 }

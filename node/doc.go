@@ -27,7 +27,7 @@
 // node asked in a pull; handoffs and manifests only from a founder of this
 // node's view (a member met while it joined) among the R closest of those
 // to the host, to a node among the R+1 closest; pulls only from one of the
-// R closest; URL records (urlFrom) only as links found on a host the
+// R closest; URL records (urlsFrom) only as links found on a host the
 // sender crawls, as relayed records from a member near the host, or as
 // seeds within a per-member budget. What is refused is counted
 // (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded

@@ -317,7 +317,7 @@ func TestCrawlsIn(t *testing.T) {
 }
 
 // TestURLsVouchedForBySender: which forwarded records a node takes, by
-// who sent them (urlFrom, the p2p URL filter).
+// who sent them (urlsFrom, the p2p URL filter).
 func TestURLsVouchedForBySender(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
@@ -349,18 +349,45 @@ func TestURLsVouchedForBySender(t *testing.T) {
 		{"a seed", third, seed, true},
 	}
 	for _, tc := range tests {
-		if got := n0.urlFrom(tc.from, tc.rec); got != tc.want {
+		if got := n0.urlsFrom(tc.from, []p2p.URLRecord{tc.rec})[0]; got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// Seeds are budgeted per member.
 	taken := 0
 	for range seedBurst + 100 {
-		if n0.urlFrom(third, seed) {
+		if n0.urlsFrom(third, []p2p.URLRecord{seed})[0] {
 			taken++
 		}
 	}
 	if taken > seedBurst {
 		t.Fatalf("%d seeds taken from one member in a burst, budget %d", taken, seedBurst)
 	}
+}
+
+// BenchmarkWhoMaySend is what the per-item authorisation costs in a view
+// of 64 members (the ring p2p keeps of it): a replica item, a handoff
+// item, a forwarded link.
+func BenchmarkWhoMaySend(b *testing.B) {
+	members := namedPeers("m", 64)
+	view := p2p.NewRing(members)
+	const host = "h.test"
+	o := p2p.ReplicasOf(members, host, 3)
+	never := func(peer.ID) bool { return false }
+	always := func(peer.ID) bool { return true }
+	b.Run("replica", func(b *testing.B) {
+		for b.Loop() {
+			replicaFrom(view, o[1], o[0], host, 2)
+		}
+	})
+	b.Run("handoff", func(b *testing.B) {
+		for b.Loop() {
+			handoffFrom(view, always, o[0], o[1], host, 2)
+		}
+	})
+	b.Run("link", func(b *testing.B) {
+		for b.Loop() {
+			crawlsIn(view, o[0], host, never)
+		}
+	})
 }

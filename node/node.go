@@ -162,7 +162,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 		return nil, err
 	}
 	n.net.SetURLHandler(n.receiveURLs)
-	n.net.SetURLFilter(n.urlFrom)
+	n.net.SetURLFilter(n.urlsFrom)
 	n.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
 		return n.coord.HandleShardRequest(ctx, req)
 	})
@@ -310,8 +310,8 @@ type BadURLsError struct{ Bad []string }
 func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad, "; ") }
 
 // receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
-// what we do not own, and checked each record with urlFrom where it first
-// arrived, so everything here is ours.
+// what we do not own, and checked each record where it first
+// arrived (urlsFrom), so everything here is ours.
 func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord) error {
 	if err := n.intakeOK(); err != nil {
 		return err // the sender keeps the batch in its outbox
@@ -333,24 +333,44 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 	return n.syncAcknowledged(len(recs) > 0)
 }
 
-// urlFrom is the URL filter (p2p.SetURLFilter): which records a member may
-// send. A link it found itself (Hops 0) must come from a page of a host it
-// crawls (crawls): a member cannot put words in the mouth of hosts it does
-// not crawl, as links to this node's hosts or as their anchor text. A
-// record without a source host is a seed a user submitted at the sender,
-// and seeds are budgeted per sender (seedBudget). A record passed on by a
-// member on the way (Hops > 0) must come from a member among the R+1
-// closest to its host: members forward a record to the closest member
-// they know, and the first receiver was the owner in the origin's view.
-func (n *Node) urlFrom(from peer.ID, r p2p.URLRecord) bool {
+// urlsFrom is the URL filter (p2p.SetURLFilter): which records of a batch
+// a member may send. A link it found itself (Hops 0) must come from a page
+// of a host it crawls (crawls): a member cannot put words in the mouth of
+// hosts it does not crawl, as links to this node's hosts or as their
+// anchor text. A record without a source host is a seed a user submitted
+// at the sender, and seeds are budgeted per sender (seedBudget). A record
+// passed on by a member on the way (Hops > 0) must come from a member
+// among the R+1 closest to its host: members forward a record to the
+// owner by their view, and the first receiver was the owner in the
+// origin's view. Each host is judged once per batch.
+func (n *Node) urlsFrom(from peer.ID, recs []p2p.URLRecord) []bool {
 	view := n.net.View()
-	switch {
-	case r.Hops > 0:
-		return rank(view, hostOf(r.URL), n.net.ReplicationFactor()+1, from) >= 0
-	case r.SourceHost == "":
-		return n.seeds.allow(from)
+	r := n.net.ReplicationFactor()
+	crawled := map[string]bool{}
+	near := map[string]bool{}
+	keep := make([]bool, len(recs))
+	for i, rec := range recs {
+		switch {
+		case rec.Hops > 0:
+			h := hostOf(rec.URL)
+			ok, seen := near[h]
+			if !seen {
+				ok = rank(view, h, r+1, from) >= 0
+				near[h] = ok
+			}
+			keep[i] = ok
+		case rec.SourceHost == "":
+			keep[i] = n.seeds.allow(from)
+		default:
+			ok, seen := crawled[rec.SourceHost]
+			if !seen {
+				ok = n.crawls(view, from, rec.SourceHost)
+				crawled[rec.SourceHost] = ok
+			}
+			keep[i] = ok
+		}
 	}
-	return n.crawls(view, from, r.SourceHost)
+	return keep
 }
 
 // seedBudget bounds the seeds each member may submit through this node:

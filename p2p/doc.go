@@ -145,16 +145,18 @@
 // Delivery is at-least-once: a lost ack means a resend, so the receiver
 // (node) deduplicates against its URL-seen set.
 //
-// A receiver hands the records it owns (by its view) to the handler and
-// re-forwards the rest to the owner by its view with Hops+1, dropping
-// (and logging, counting) records past MaxHops. Chains cannot loop, however
-// the views differ: a receiver's view holds itself, so the owner it
-// forwards to is strictly closer to the host than itself in the order
-// above, and that order (distance to the nearest virtual key, then peer
-// ID) belongs to the pair of member and host, not to any view. Each hop
-// therefore gets strictly closer, no member is visited twice, and a chain
-// ends at a member that owns the host by its own view
-// (TestGreedyForwardingTerminates).
+// A receiver first asks the URL filter (SetURLFilter: node's rule of which
+// records a member may vouch for) about every record of a batch and drops
+// those it refuses (Stats.URLsFiltered); then it hands the records it owns
+// (by its view) to the handler and re-forwards the rest to the owner by
+// its view with Hops+1, dropping (and logging, counting) records past
+// MaxHops. Chains cannot loop, however the views differ: a receiver's view
+// holds itself, so the owner it forwards to is strictly closer to the host
+// than itself in the order above, and that order (distance to the nearest
+// virtual key, then peer ID) belongs to the pair of member and host, not
+// to any view. Each hop therefore gets strictly closer, no member is
+// visited twice, and a chain ends at a member that owns the host by its
+// own view (TestGreedyForwardingTerminates).
 //
 // # Protocols and wire formats (all IDs versioned, all include the network)
 //
@@ -210,7 +212,10 @@
 // Concurrency: a peer may have at most MaxStreamsPerPeer (128) inbound
 // streams being handled at once, at most MaxSearchesPerPeer (32) search
 // requests (more are answered busy: Stats.SearchesRefused), and at most 4
-// URL batches; streams beyond
+// URL batches. Search requests run on as many workers as there are cores,
+// handed to the peers with requests waiting in turn (searchqueue.go), so a
+// member that sends many at once delays its own, not others'; one not
+// started by its deadline is answered busy. Streams beyond
 // are reset on arrival (Stats.StreamsRefused). Exceeding it is not
 // penalised: an honest coordinator under load may run many searches at
 // once. A request must keep arriving: StreamIdleTimeout (10 s) of silence

@@ -567,7 +567,7 @@ func TestHostileMalformedInputOnEveryProtocol(t *testing.T) {
 		victim.SetDeliverHandler(topic, func(context.Context, peer.ID, []byte) error { handled.Add(1); return nil })
 	}
 	honest := startNode(t, nil, []*testNode{victim})
-	waitFor(t, 10*time.Second, "membership", func() bool { return knows(honest, victim.ID()) })
+	waitFor(t, 10*time.Second, "membership", func() bool { return knows(honest, victim.ID()) && knows(victim, honest.ID()) })
 	maxMsg := victim.cfg.MaxMessageBytes
 	rng := rand.New(rand.NewPCG(9, 9))
 	garbage := make([]byte, 3000)
@@ -644,7 +644,7 @@ func TestHostileMalformedInputOnEveryProtocol(t *testing.T) {
 func TestHostileResponses(t *testing.T) {
 	honest := startNode(t, nil, nil)
 	hostile := startNode(t, nil, []*testNode{honest})
-	waitFor(t, 10*time.Second, "membership", func() bool { return knows(honest, hostile.ID()) })
+	waitFor(t, 10*time.Second, "membership", func() bool { return knows(honest, hostile.ID()) && knows(hostile, honest.ID()) })
 	tests := []struct {
 		name string
 		raw  []byte

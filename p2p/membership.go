@@ -203,7 +203,7 @@ func (n *Node) publishHeartbeat() {
 // validateHeartbeat runs inside pubsub before a message is relayed: bad
 // or flooding origins are rejected (which also lowers the relaying peer's
 // gossipsub score).
-func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+func (n *Node) validateHeartbeat(_ context.Context, relayer peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	origin := msg.GetFrom()
 	if origin == n.h.ID() {
 		return pubsub.ValidationAccept
@@ -221,7 +221,19 @@ func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Messa
 		return pubsub.ValidationReject
 	}
 	msg.ValidatorData = hb
-	return pubsub.ValidationAccept
+	if n.isMember(origin) {
+		return pubsub.ValidationAccept
+	}
+	// Not a member yet: admitted here if it can be, and relayed onwards
+	// only then. A candidate's heartbeat stays with this node, so that
+	// honest members never relay an origin they could not reach, and the
+	// relayer of a candidate that fails its dial is the one that vouched
+	// for it (relayer accounting, admission.go).
+	n.onHeartbeat(origin, hb, relayer)
+	if n.isMember(origin) {
+		return pubsub.ValidationAccept
+	}
+	return pubsub.ValidationIgnore
 }
 
 // mayHear reports whether a heartbeat from origin is worth decoding: it
@@ -269,11 +281,13 @@ func (n *Node) receiveHeartbeats() {
 		if !ok {
 			continue
 		}
-		n.onHeartbeat(from, hb)
+		n.onHeartbeat(from, hb, msg.ReceivedFrom)
 	}
 }
 
-func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
+// onHeartbeat applies a heartbeat of from, relayed to this node by relayer
+// (from itself when it came directly).
+func (n *Node) onHeartbeat(from peer.ID, hb heartbeat, relayer peer.ID) {
 	if n.opts.viewFilter != nil && !n.opts.viewFilter(string(from)) {
 		return
 	}
@@ -300,7 +314,7 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
 		n.lastSent[from] = hb.SentMs
 		m.Addrs, m.Load, m.LastSeen = hb.Addrs, hb.Load, now
 	default:
-		switch n.adm.decide(from, hb, connected, len(n.members), now) {
+		switch n.adm.decide(from, hb, relayer, connected, len(n.members), now) {
 		case admitted:
 			n.lastSent[from] = hb.SentMs
 			m = &Member{ID: from, Addrs: hb.Addrs, Load: hb.Load, LastSeen: now, Key: PeerKey(from)}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,7 @@ type Node struct {
 	adm        *admission
 	load       Load
 	urlH       func(ctx context.Context, from peer.ID, recs []URLRecord) error
-	urlFilter  func(from peer.ID, r URLRecord) bool
+	urlFilter  func(from peer.ID, recs []URLRecord) []bool
 	searchH    func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
 	deliverH   map[string]func(ctx context.Context, from peer.ID, payload []byte) error
 
@@ -96,6 +97,8 @@ type Node struct {
 	dialing sync.Map // peer.ID -> true while a routing-table dial runs
 	// candidateSem bounds the dials to candidate members under way.
 	candidateSem chan struct{}
+	// searches runs other members' search requests in turn (searchqueue.go).
+	searches *searchQueue
 	// refusalLog paces the warnings about refused strangers, which come
 	// as fast as a stranger sends.
 	refusalLog *rate.Limiter
@@ -127,6 +130,7 @@ type counters struct {
 	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused         atomic.Uint64
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
 	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
+	relayersBanned                                                            atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
 }
@@ -178,6 +182,9 @@ type Stats struct {
 	MembersRefused       uint64
 	HeartbeatsIgnored    uint64
 	CandidateDialsFailed uint64
+	// RelayersBanned counts peers blacklisted in gossip for relaying
+	// heartbeats of members that do not answer (admission.go).
+	RelayersBanned uint64
 	// ClaimsThrottled counts claims refused because their origin exceeded
 	// ClaimRate.
 	ClaimsThrottled uint64
@@ -243,6 +250,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		adm:          newAdmission(cfg),
 		candidateSem: make(chan struct{}, candidateDials),
 		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
+		searches:     newSearchQueue(runtime.GOMAXPROCS(0)),
 		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
@@ -388,6 +396,10 @@ func (n *Node) startRest(ctx context.Context) error {
 	}
 	n.kad = kad
 
+	banned, err := pubsub.NewTimeCachedBlacklist(relayBan)
+	if err != nil {
+		return fmt.Errorf("p2p: gossip blacklist: %w", err)
+	}
 	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
 		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
@@ -396,6 +408,7 @@ func (n *Node) startRest(ctx context.Context) error {
 		// default queue of 32 RPCs per peer drops them (Stats.GossipDrops).
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithRawTracer(&n.st.gossip),
+		pubsub.WithBlacklist(banned),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
@@ -641,6 +654,7 @@ func (n *Node) Stats() Stats {
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),
+		RelayersBanned:       n.st.relayersBanned.Load(),
 		GossipDrops:          n.st.gossip.total(),
 		OutboxDepth:          n.OutboxDepth(),
 		OutboxByPeer:         byPeer,

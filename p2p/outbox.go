@@ -191,11 +191,12 @@ func (n *Node) SetURLHandler(h func(ctx context.Context, from peer.ID, recs []UR
 	n.mu.Unlock()
 }
 
-// SetURLFilter installs a check of every record a peer sends, made where
-// it first arrives, before it is handled or passed on: records it refuses
+// SetURLFilter installs a check of the records of every batch a peer
+// sends, made where they first arrive, before they are handled or passed
+// on: f reports for each record whether it is taken, and those it refuses
 // are dropped (Stats.URLsFiltered). node decides which links a sender may
 // vouch for; p2p does not know what a source host means.
-func (n *Node) SetURLFilter(f func(from peer.ID, r URLRecord) bool) {
+func (n *Node) SetURLFilter(f func(from peer.ID, recs []URLRecord) []bool) {
 	n.mu.Lock()
 	n.urlFilter = f
 	n.mu.Unlock()
@@ -491,13 +492,11 @@ func (n *Node) sendBatch(p peer.ID, entries []outboxEntry) error {
 		return err
 	}
 	// Ack received: the receiver has made the records durable (or passed
-	// them on), so now, and only now, they leave our outbox.
-	if err := n.deleteKeys(keys); err != nil {
-		return err
-	}
+	// them on), so now, and only now, they leave our outbox. They count as
+	// forwarded first, so that an empty outbox never shows them uncounted.
 	n.st.batchesSent.Add(1)
 	n.st.urlsForwarded.Add(uint64(len(recs)))
-	return nil
+	return n.deleteKeys(keys)
 }
 
 // reroute moves the records of a departed peer to the owners by the
@@ -574,10 +573,14 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 	n.mu.Lock()
 	filter := n.urlFilter
 	n.mu.Unlock()
+	var keep []bool
+	if filter != nil {
+		keep = filter(from, recs)
+	}
 	var mine []URLRecord
 	onward := map[peer.ID][]URLRecord{}
-	for _, r := range recs {
-		if filter != nil && !filter(from, r) {
+	for i, r := range recs {
+		if keep != nil && !keep[i] {
 			n.st.urlsFiltered.Add(1)
 			continue
 		}

@@ -62,6 +62,11 @@ func (n *Node) handleSearch(ctx context.Context, from peer.ID, msg []byte) ([]by
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	if err := n.searches.acquire(ctx, from); err != nil {
+		n.st.searchesRefused.Add(1)
+		return nil, errSearchBusy
+	}
+	defer n.searches.release()
 	n.mu.Lock()
 	h := n.searchH
 	n.mu.Unlock()

@@ -3,7 +3,9 @@ package peermsg
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/gob"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
@@ -145,4 +147,54 @@ func TestMalformed(t *testing.T) {
 			t.Errorf("%s: want malformed, got %v", name, err1)
 		}
 	}
+}
+
+// benchPages is a replica message as an owner sends one: 32 pages of a
+// few KB with their raw bytes, markers and anchors.
+func benchPages() *Pages {
+	m := &Pages{Anchors: map[string][]string{}}
+	body := strings.Repeat("搜索引擎 search engine text ", 200)
+	for i := range 32 {
+		d := sampleDoc()
+		d.URL = fmt.Sprintf("http://a.test/page-%d.html", i)
+		d.Body = body
+		d.Raw = []byte("<html><body>" + body + "</body></html>")
+		m.Docs = append(m.Docs, d)
+		m.Anchors[d.URL] = []string{"anchor text", "another"}
+		m.Fetched = append(m.Fetched, Fetched{Host: "a.test", URL: d.URL + "?x"})
+	}
+	return m
+}
+
+// BenchmarkDecodePages is the cost of the bounded codec on a replica
+// message, beside gob's on the same message (what it replaced).
+func BenchmarkDecodePages(b *testing.B) {
+	m := benchPages()
+	enc, err := EncodePages(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var gobBuf bytes.Buffer
+	if err := gob.NewEncoder(&gobBuf).Encode(m); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("codec=peermsg", func(b *testing.B) {
+		b.SetBytes(int64(len(enc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodePages(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("codec=gob", func(b *testing.B) {
+		b.SetBytes(int64(gobBuf.Len()))
+		b.ReportAllocs()
+		for b.Loop() {
+			var out Pages
+			if err := gob.NewDecoder(bytes.NewReader(gobBuf.Bytes())).Decode(&out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
