@@ -346,21 +346,37 @@ func xorOwner(members []peer.ID, keys []Key, hk Key) peer.ID {
 	return members[best]
 }
 
-// TestOwnershipSpread: over many random memberships of 4, 16 and 64
-// members and 10,000 hosts each, the most loaded member owns at most
-// 1.5× the mean number of hosts in at least 95% of them. -v prints the
-// distribution, and the one-key XOR baseline's beside it.
+// TestOwnershipSpread: over many random memberships, the most loaded
+// member owns at most target× the mean number of hosts in the share of
+// them each row asks. With 10,000 hosts the target is issue 22's 1.5 for
+// 4, 16 and 64 members; the rows of the testnets' sizes (200 hosts on 4
+// nodes, 400 on 16 and 64) are bounded by the hosts themselves: with 6
+// hosts per member on average, even an ideal random split puts twice the
+// mean on someone. -v prints the distributions, and the one-key XOR
+// baseline's beside them.
 func TestOwnershipSpread(t *testing.T) {
-	const hosts, target = 10000, 1.5
 	seeds := 40
 	if testing.Short() {
 		seeds = 10
 	}
 	quantile := func(s []float64, q float64) float64 { return s[int(q*float64(len(s)-1))] }
-	for _, n := range []int{4, 16, 64} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
+	tests := []struct {
+		members, hosts int
+		target         float64
+		share          float64 // of memberships at or under target
+	}{
+		{4, 10000, 1.5, 0.95},
+		{16, 10000, 1.5, 0.95},
+		{64, 10000, 1.5, 0.95},
+		{4, 200, 1.5, 0.9},
+		{16, 400, 1.5, 0.6},
+		{64, 400, 2.5, 0.8},
+	}
+	for _, tc := range tests {
+		n := tc.members
+		t.Run(fmt.Sprintf("%d members %d hosts", n, tc.hosts), func(t *testing.T) {
 			var ring, xor []float64
-			over := 0
+			under := 0
 			for seed := 0; seed < seeds; seed++ {
 				members := namedPeers(fmt.Sprintf("spread-%d-%d-", n, seed), n)
 				keys := make([]Key, n)
@@ -368,27 +384,29 @@ func TestOwnershipSpread(t *testing.T) {
 					keys[i] = PeerKey(m)
 				}
 				r := NewRing(members)
-				byRing := make([]peer.ID, hosts)
-				byXOR := make([]peer.ID, hosts)
+				byRing := make([]peer.ID, tc.hosts)
+				byXOR := make([]peer.ID, tc.hosts)
 				for h := range byRing {
 					host := fmt.Sprintf("site-%d-%d.example", seed, h)
 					byRing[h] = r.Owner(host)
-					byXOR[h] = xorOwner(members, keys, HostKey(host))
+					if testing.Verbose() { // the baseline is only printed
+						byXOR[h] = xorOwner(members, keys, HostKey(host))
+					}
 				}
 				s := spreadOf(byRing, n)
 				ring = append(ring, s)
 				xor = append(xor, spreadOf(byXOR, n))
-				if s > target {
-					over++
+				if s <= tc.target {
+					under++
 				}
 			}
 			slices.Sort(ring)
 			slices.Sort(xor)
-			t.Logf("%d members, %d hosts, %d memberships: max/mean p50 %.2f p90 %.2f max %.2f, over %.1f: %d (one XOR key each: p50 %.2f p90 %.2f max %.2f)",
-				n, hosts, seeds, quantile(ring, .5), quantile(ring, .9), ring[len(ring)-1], target, over,
+			t.Logf("%d members, %d hosts, %d memberships: max/mean p50 %.2f p90 %.2f max %.2f, at most %.1f: %d (one XOR key each, -v only: p50 %.2f p90 %.2f max %.2f)",
+				n, tc.hosts, seeds, quantile(ring, .5), quantile(ring, .9), ring[len(ring)-1], tc.target, under,
 				quantile(xor, .5), quantile(xor, .9), xor[len(xor)-1])
-			if over*20 > seeds {
-				t.Fatalf("%d of %d memberships over %.1f× the mean", over, seeds, target)
+			if float64(under) < tc.share*float64(seeds) {
+				t.Fatalf("%d of %d memberships at most %.1f× the mean, want %.0f%%", under, seeds, tc.target, 100*tc.share)
 			}
 		})
 	}
