@@ -153,15 +153,16 @@ func cpuSecondsOf(pid int) (float64, error) {
 }
 
 // perNodeReport is the per_node array: each node's status at the end (if
-// it answers) with its process figures.
-func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures) []NodeFigures {
+// it answers), the web's requests from its address, and its process
+// figures.
+func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures, requests map[string]int) []NodeFigures {
 	var out []NodeFigures
 	for _, p := range l.all() {
 		f := procs[p.Index]
-		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, CPUSeconds: f.CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
+		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, WebRequests: requests[p.IP], CPUSeconds: f.CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
 		if p.alive() {
 			if st, err := p.status(ctx); err == nil {
-				nf.HostsOwned, nf.PagesStored = st.OwnedHosts, st.Index.Docs
+				nf.HostsOwned, nf.PagesStored, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs, st.Index.PostingsBytes
 			}
 		}
 		out = append(out, nf)

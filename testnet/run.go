@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"sou/crawl"
 	"sou/eval"
 	"sou/index"
@@ -287,6 +289,19 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		}
 	}
 	rep.Network = networkReport(statuses)
+	// The final ownership: the nodes alive now (and, in a hostile run, the
+	// attackers that are members too).
+	var finalMembers []peer.ID
+	if view != nil {
+		finalMembers = view.members
+	} else {
+		var ids []string
+		for _, p := range l.live() {
+			ids = append(ids, p.PeerID)
+		}
+		finalMembers = peerIDs(ids)
+	}
+	own := ownershipOf(truth, finalMembers)
 	if cfg.Queries > 0 {
 		sr, err := queryPhase(ctx, l, judged, cfg.Queries, cfg.Seed, view)
 		if err != nil {
@@ -320,7 +335,8 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		hostile.stop()
 	}
 	stopSampling()
-	rep.PerNode = perNodeReport(ctx, l, procs.figures())
+	rep.PerNode = perNodeReport(ctx, l, procs.figures(), requestsByClient(fetches))
+	own.fill(rep.Network, rep.PerNode)
 	rep.judge(cfg)
 	if cfg.ReportDir != "" {
 		if err := WriteReportDir(cfg.ReportDir, rep, web.Requests(0)); err != nil {
