@@ -162,7 +162,7 @@ func TestClaimQuota(t *testing.T) {
 	var keys [][]byte
 	for i := 0; len(keys) < 8; i++ {
 		k := []byte(fmt.Sprintf("fingerprint-%d", i))
-		if closestTo(members, dataKey(k)) == a.ID() {
+		if ownerOfKey(members, dataKey(k)) == a.ID() {
 			keys = append(keys, k)
 		}
 	}

@@ -90,18 +90,6 @@ func (n *Node) Members() []Member {
 	return out
 }
 
-// memberIDs is the current view as IDs, self included.
-func (n *Node) memberIDs() []peer.ID {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ids := make([]peer.ID, 0, len(n.members)+1)
-	ids = append(ids, n.h.ID())
-	for id := range n.members {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
 func (n *Node) isMember(p peer.ID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -109,15 +97,19 @@ func (n *Node) isMember(p peer.ID) bool {
 	return ok
 }
 
+// View is the ownership ring of this node's view (the members and this
+// node) as it is now; it does not change when the view does.
+func (n *Node) View() *Ring { return n.ring.Load() }
+
 // Owner is the owner of host by this node's view.
-func (n *Node) Owner(host string) peer.ID { return OwnerOf(n.memberIDs(), host) }
+func (n *Node) Owner(host string) peer.ID { return n.View().Owner(host) }
 
 // ReplicationFactor is R, the number of members that hold each host.
 func (n *Node) ReplicationFactor() int { return n.cfg.Replicas }
 
 // Replicas is the R closest live members to host, owner first.
 func (n *Node) Replicas(host string) []peer.ID {
-	return ReplicasOf(n.memberIDs(), host, n.cfg.Replicas)
+	return n.View().Replicas(host, n.cfg.Replicas)
 }
 
 // Holds reports whether p holds host by this node's view: p is this node
@@ -313,6 +305,7 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat, relayer peer.ID) {
 	case hb.Leaving && known:
 		n.tombstones[from] = hb.SentMs
 		delete(n.members, from)
+		n.ring.Store(n.ring.Load().Without(from))
 		n.departed[from] = now
 		ev = &MemberEvent{Kind: Left, Member: *m, At: now}
 	case hb.Leaving:
@@ -326,6 +319,7 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat, relayer peer.ID) {
 			n.lastSent[from] = hb.SentMs
 			m = &Member{ID: from, Addrs: hb.Addrs, Load: hb.Load, LastSeen: now, Key: PeerKey(from)}
 			n.members[from] = m
+			n.ring.Store(n.ring.Load().With(from))
 			ev = &MemberEvent{Kind: Joined, Member: *m, At: now}
 		case candidacy:
 			dial = true
@@ -395,6 +389,7 @@ func (n *Node) expireMembers() {
 	for id, m := range n.members {
 		if now.Sub(m.LastSeen) > n.cfg.MemberTimeout {
 			delete(n.members, id)
+			n.ring.Store(n.ring.Load().Without(id))
 			n.departed[id] = now
 			gone = append(gone, *m)
 		}

@@ -61,8 +61,11 @@ type Node struct {
 	closed atomic.Bool
 	start  time.Time
 
-	mu         sync.Mutex
-	members    map[peer.ID]*Member
+	mu      sync.Mutex
+	members map[peer.ID]*Member
+	// ring is the ownership ring of members and this node, replaced
+	// (under mu) whenever members changes; read without a lock.
+	ring       atomic.Pointer[Ring]
 	tombstones map[peer.ID]uint64 // SentMs of a member's leave message
 	lastSent   map[peer.ID]uint64
 	departed   map[peer.ID]time.Time // when a member left, for pruneDepartures
@@ -212,8 +215,11 @@ func ProtocolIDs(network string) (urls, search, deliver, claim protocol.ID) {
 		protocol.ID(base + "/deliver/1.0.0"), protocol.ID(base + "/claim/2.0.0")
 }
 
-// MembershipTopic is the GossipSub topic of a network's heartbeats.
-func MembershipTopic(network string) string { return "sou/" + network + "/members/1" }
+// MembershipTopic is the GossipSub topic of a network's heartbeats. Its
+// version is the ownership scheme's: nodes that place hosts differently
+// must not become members of one another, or forwarding between them
+// would go round until the hop limit.
+func MembershipTopic(network string) string { return "sou/" + network + "/members/2" }
 
 // New starts a node: host (unless WithHost), DHT, membership gossip,
 // protocol handlers, and the senders of any outbox left from a previous run.
@@ -263,6 +269,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		n.cancel()
 		return nil, err
 	}
+	n.ring.Store(NewRing([]peer.ID{n.h.ID()}))
 	if err := n.startRest(ctx); err != nil {
 		_ = n.Close()
 		return nil, err

@@ -121,7 +121,7 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 	}
 	var invalid []error
 	byOwner := map[peer.ID][]URLRecord{}
-	members := n.memberIDs()
+	view := n.View()
 	for _, r := range recs {
 		if err := validateRecord(r); err != nil {
 			n.st.urlsInvalid.Add(1)
@@ -138,7 +138,7 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 			}
 			continue
 		}
-		o := OwnerOf(members, host)
+		o := view.Owner(host)
 		byOwner[o] = append(byOwner[o], r)
 	}
 	for o, rs := range byOwner {
@@ -502,7 +502,7 @@ func (n *Node) sendBatch(p peer.ID, entries []outboxEntry) error {
 // reroute moves the records of a departed peer to the owners by the
 // current view (the new owner of their hosts), atomically per record set.
 func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
-	members := n.memberIDs()
+	view := n.View()
 	byOwner := map[peer.ID][]URLRecord{}
 	var local []URLRecord
 	for _, e := range entries {
@@ -510,7 +510,7 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 		if err != nil {
 			continue
 		}
-		o := OwnerOf(members, host)
+		o := view.Owner(host)
 		if o == n.h.ID() {
 			local = append(local, e.rec)
 		} else {
@@ -568,7 +568,7 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 	n.st.batchesReceived.Add(1)
 	n.st.urlsReceived.Add(uint64(len(recs)))
 	n.st.receivedBytes.Add(uint64(len(msg) + uvarintLen(uint64(len(msg)))))
-	members := n.memberIDs()
+	view := n.View()
 	self := n.h.ID()
 	n.mu.Lock()
 	filter := n.urlFilter
@@ -594,7 +594,7 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 		if err != nil {
 			return nil, malformed("record url: %v", err)
 		}
-		o := OwnerOf(members, host)
+		o := view.Owner(host)
 		if o == self {
 			mine = append(mine, r)
 			continue

@@ -203,7 +203,7 @@ func (n *Node) Claim(ctx context.Context, key []byte, value string) (string, err
 }
 
 func (n *Node) claim(ctx context.Context, c claimRequest) (string, error) {
-	target := closestTo(n.memberIDs(), dataKey(c.Key))
+	target := n.View().ownerOfKey(dataKey(c.Key))
 	if target == n.h.ID() {
 		return n.claimLocal(c.Key, c.Value)
 	}
