@@ -306,9 +306,7 @@ func TestQualityTune(t *testing.T) {
 		knob{"StaticWeight", func(p *search.Params) float64 { return p.StaticWeight }, func(p *search.Params, v float64) { p.StaticWeight = v }, scale},
 		knob{"Prox", func(p *search.Params) float64 { return p.Prox }, func(p *search.Params, v float64) { p.Prox = v }, scale},
 		knob{"ProxK", func(p *search.Params) float64 { return p.ProxK }, func(p *search.Params, v float64) { p.ProxK = v }, scale},
-		knob{"ProxWindow", func(p *search.Params) float64 { return float64(p.ProxWindow) },
-			func(p *search.Params, v float64) { p.ProxWindow = int(v) },
-			func(float64) []float64 { return []float64{1, 2, 4, 8, 12} }},
+		knob{"SameScript", func(p *search.Params) float64 { return p.SameScript }, func(p *search.Params, v float64) { p.SameScript = v }, scale},
 		knob{"Miss", func(p *search.Params) float64 { return p.Miss }, func(p *search.Params, v float64) { p.Miss = v }, scale},
 	)
 	for round := 1; round <= 3; round++ {

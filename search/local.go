@@ -768,7 +768,7 @@ func (e *exec) proxCounts() ([]uint32, error) {
 		if e.pos[1], err = e.cur[i+1].p.Positions(e.pos[1][:0]); err != nil {
 			return nil, err
 		}
-		e.prox[i] = proxCount(e.pos[0], e.pos[1], e.p.ProxWindow)
+		e.prox[i] = proxCount(e.pos[0], e.pos[1], proxWindow)
 		any = any || e.prox[i] > 0
 		e.pos[0], e.pos[1] = e.pos[1], e.pos[0]
 		prev = i + 1

@@ -323,7 +323,7 @@ func TestTopKEqualsExhaustive(t *testing.T) {
 		{"relaxed", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0.7, 0 }},
 		{"relaxed without penalty", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0, 0 }},
 		{"relaxed tiered", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 100, 1 }},
-		{"relaxed with proximity", func(p *Params) { p.Relax, p.Miss, p.Prox, p.ProxWindow = true, 0.3, 2, 3 }},
+		{"relaxed with proximity", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0.3, 2 }},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {

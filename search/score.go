@@ -56,8 +56,6 @@ type Params struct {
 	StaticWeight float64
 	// Prox weighs term proximity and ProxK saturates it (proxScore).
 	Prox, ProxK float64
-	// ProxWindow is how far apart two terms may be to count as close.
-	ProxWindow int
 	// SameScript is added for a page written in the script of a query
 	// in Chinese (sameScript).
 	SameScript float64
@@ -78,7 +76,6 @@ func DefaultParams() Params {
 		StaticWeight: 0.5,
 		Prox:         0,
 		ProxK:        1,
-		ProxWindow:   8,
 		Relax:        false,
 		Miss:         1,
 	}
@@ -108,7 +105,6 @@ func (p Params) sanitized() Params {
 	if !(p.ProxK > 0) || math.IsInf(p.ProxK, 0) {
 		p.ProxK = 1
 	}
-	p.ProxWindow = min(max(p.ProxWindow, 1), 15)
 	if !(p.Miss >= 0) || math.IsInf(p.Miss, 0) {
 		p.Miss = 0
 	}
@@ -278,12 +274,19 @@ func proxBound(p *Params, idfs []float64) float64 {
 	return s
 }
 
+// proxWindow is how many positions apart two terms may be to count as
+// close (proxCount): a protocol constant, not a parameter, since shards
+// count and coordinators score, and a page must score alike everywhere.
+// It is below the gap between fields (and anchors), so a pair never
+// spans two of them.
+const proxWindow = 4
+
 // proxCount is how close two terms occur in a document, given their
-// positions (ascending; every field in one position space, fields apart
-// by more than any window): the occurrences of a with an occurrence of b
-// at most window positions away, or those of b with one of a, whichever
-// are fewer. It is at most the number of occurrences of either term,
-// which is what a coordinator can check.
+// positions (ascending; every field in one position space): the
+// occurrences of a with an occurrence of b at most window positions away,
+// or those of b with one of a, whichever are fewer. It is at most the
+// number of occurrences of either term, which is what a coordinator can
+// check.
 func proxCount(a, b []uint32, window int) uint32 {
 	return min(near(a, b, window), near(b, a, window))
 }
