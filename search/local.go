@@ -548,7 +548,11 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 			}
 			for i := essential - 1; i >= 0 && ub > theta; i-- {
 				u := order[i]
-				if e.units[u].p.Advance(d) != d {
+				c := e.units[u]
+				if c.p.Doc() > d {
+					continue // already paying for lacking the term
+				}
+				if c.p.Advance(d) != d {
 					ub -= bounds[u] + e.pens[u]
 				}
 			}
