@@ -233,19 +233,23 @@ type souSignal struct {
 // crawled says the pages were crawled (anchor text and static rank exist).
 func souSignals(crawled bool) []souSignal {
 	var out []souSignal
-	for f, name := range []string{"title", "anchor text", "body", "URL words"} {
+	without := func(name string, change func(*search.Params)) {
+		p := search.DefaultParams()
+		change(&p)
+		out = append(out, souSignal{"without " + name, p})
+	}
+	for f, name := range []string{"title", "anchor text", "body", "URL words", "headings"} {
 		if name == "anchor text" && !crawled {
 			continue // none in this process
 		}
-		p := search.DefaultParams()
-		p.Weight[f] = 0
-		out = append(out, souSignal{"without " + name, p})
+		without(name, func(p *search.Params) { p.Weight[f] = 0 })
 	}
 	if crawled {
-		p := search.DefaultParams()
-		p.StaticWeight = 0
-		out = append(out, souSignal{"without static rank", p})
+		without("static rank", func(p *search.Params) { p.StaticWeight = 0 })
 	}
+	without("proximity", func(p *search.Params) { p.Prox = 0 })
+	without("relaxed matching", func(p *search.Params) { p.Relax = false })
+	without("same-script preference", func(p *search.Params) { p.SameScript = 0 })
 	return out
 }
 
