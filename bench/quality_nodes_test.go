@@ -31,8 +31,10 @@ import (
 //	  [SOU_QUALITY_DIAGNOSE=why.tsv] [SOU_QUALITY_RANKS=ranks.tsv]
 //	  go test -run TestQualityNodes -v -timeout 2h ./bench/
 //
-// A variant's params are JSON merged over search.DefaultParams(). Tune on
-// the dev parts (the default split); the test parts are for reporting.
+// A variant's params are JSON merged over search.DefaultParams();
+// bench/quality-variants.json lists each signal removed and main's former
+// parameters (QUALITY.md's signal table). Tune on the dev parts (the
+// default split); the test parts are for reporting.
 func TestQualityNodes(t *testing.T) {
 	if os.Getenv("SOU_BENCH") != "1" {
 		t.Skip("set SOU_BENCH=1 to score a kept testnet run's shards")

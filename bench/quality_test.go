@@ -140,7 +140,7 @@ func TestQualityBaseline(t *testing.T) {
 	}
 	out.WriteString("## Bleve + gojieba (BM25, title boost 2, OR of the query words; hits only)\n\n")
 	must(t, eval.WriteMarkdown(&out, bleveScores))
-	out.WriteString("\n## sou, one local index in this process (AND, BM25F, no network)\n\n")
+	out.WriteString("\n## sou, one local index in this process (the default ranking; no network, so no anchor text and no link rank)\n\n")
 	must(t, eval.WriteMarkdown(&out, souScores))
 	out.WriteString("\n## What each signal of sou's ranking adds (local index, dev parts)\n\n")
 	out.WriteString("Each row removes one signal (its weight set to 0) and reruns the dev part. In this process the pages carry no anchor text and no link rank (they are parsed from disk, not crawled), so those signals are measured on a testnet run only.\n\n")
