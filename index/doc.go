@@ -33,6 +33,8 @@
 // user@example.com, node.js) and, in index mode, the parts are indexed at the
 // same position too; suffixes ++ and # (c++, c#) and a leading dot (.net)
 // are kept. Tokens over 64 bytes and text beyond 1 MiB per field are dropped.
+// English words (3 to 32 ASCII letters, not glued) are replaced by their
+// Snowball stems in pages and queries alike (stem.go says why by form).
 //
 // Analyzer.Version names everything that decides terms: analyzerAlgorithm
 // (bumped by hand when a change to the code changes terms) and a hash of
@@ -85,7 +87,7 @@
 //	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
 //	i:r:<docID>             raw body as fetched, zstd
 //	i:h:<host>\x00<docID>   host listing for ForEachPage and handoff
-//	i:l:<docID>             field lengths, static rank, host of a flushed live doc
+//	i:l:<docID>             field lengths, static rank, host, script of a flushed live doc
 //	i:x:<docID>             tombstone of a deleted or replaced doc
 //	i:a:<url>               anchor texts received from other pages (may precede the page)
 //	i:q:<url>               re-index request (anchors changed for a stored page)
@@ -121,7 +123,7 @@
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at
 // the end. In memory the index keeps per docID the field lengths, static
-// rank and host (about 50 bytes/doc), a tombstone bitset, per-host doc
+// rank, host and Chinese script (Reader.Script, about 50 bytes/doc), a tombstone bitset, per-host doc
 // counts and field length sums (statistics restricted to owned hosts in
 // O(hosts)), and the largest static rank (the engine's static bound).
 //
