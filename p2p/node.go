@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -250,7 +251,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		adm:          newAdmission(cfg),
 		candidateSem: make(chan struct{}, candidateDials),
 		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
-		searches:     newSearchQueue(runtime.GOMAXPROCS(0)),
+		searches:     newSearchQueue(cmp.Or(cfg.SearchWorkers, runtime.GOMAXPROCS(0))),
 		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
