@@ -397,10 +397,6 @@ func (n *Node) startRest(ctx context.Context) error {
 	}
 	n.kad = kad
 
-	banned, err := pubsub.NewTimeCachedBlacklist(relayBan)
-	if err != nil {
-		return fmt.Errorf("p2p: gossip blacklist: %w", err)
-	}
 	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
 		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
@@ -409,7 +405,7 @@ func (n *Node) startRest(ctx context.Context) error {
 		// default queue of 32 RPCs per peer drops them (Stats.GossipDrops).
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithRawTracer(&n.st.gossip),
-		pubsub.WithBlacklist(banned),
+		pubsub.WithBlacklist(newRelayBlacklist(n.clock)),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
