@@ -314,6 +314,9 @@ type Status struct {
 	// HandoffRefused counts pages, fetch markers and host exports refused
 	// because neither this node nor the sending peer holds their host.
 	HandoffRefused int64 `json:"handoff_refused"`
+	// HandoffAbandoned counts hosts this node stopped trying to hand off
+	// after their owner refused them for handoffGiveUp (see rebalance).
+	HandoffAbandoned int64 `json:"handoff_abandoned"`
 	// DiskFree is the free space under the data directory at the last
 	// check; DiskLow says the node has stopped crawling and taking in data
 	// until space returns.
@@ -330,8 +333,9 @@ func (n *Node) Status(ctx context.Context) Status {
 		Crawl: n.crawler.Stats(), Index: n.ix.Stats(), Outbox: n.net.OutboxDepth(),
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
 		HandoffPages: n.handoff.sent.Load(), HandoffReceived: n.handoff.received.Load(),
-		HandoffRefused: n.handoff.refused.Load(),
-		DiskFree:       n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
+		HandoffRefused:   n.handoff.refused.Load(),
+		HandoffAbandoned: n.handoff.abandoned.Load(),
+		DiskFree:         n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}
 	key := p2p.PeerKey(n.net.ID())
 	s.KeyPrefix = hex.EncodeToString(key[:4])

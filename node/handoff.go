@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,10 +139,35 @@ type handoffState struct {
 	received atomic.Int64
 	// refused counts pages, fetch markers and host exports refused because
 	// neither this node nor the sender holds their host.
-	refused atomic.Int64
-	mu      sync.Mutex // one rebalance at a time
-	kick    chan struct{}
+	refused   atomic.Int64
+	abandoned atomic.Int64
+	mu        sync.Mutex // one rebalance at a time; guards failing
+	kick      chan struct{}
+	// failing holds, per host whose owner keeps refusing its handoff, when
+	// it first refused; after giveUp (handoffGiveUp) the host is abandoned.
+	failing map[string]time.Time
+	giveUp  time.Duration
 }
+
+// handoffGiveUp is how long an owner may keep refusing a host's handoff
+// before this node abandons the host, in membership timeouts (so that
+// views have long agreed): by then the refusal is for good, since by the
+// owner's view this node could not have owned the host before it
+// (handoffFrom; a node that crawled a host under a view that lacked
+// members, such as one that just restarted, holds such hosts). The owner
+// crawls the host on its own; the crawl state here would only keep this
+// node busy forever. Other failures (an owner that cannot take data in
+// now, an unreachable one) are retried without end, since giving up would
+// lose crawl state the owner never had.
+func handoffGiveUp(memberTimeout time.Duration) time.Duration {
+	return max(30*time.Second, 10*memberTimeout)
+}
+
+// notHeld marks the refusals of data whose sender does not hold its
+// host by the receiver's view.
+const notHeld = "does not hold"
+
+func refusedForGood(err error) bool { return strings.Contains(err.Error(), notHeld) }
 
 func docFromRecord(r *index.PageRecord) *index.Document {
 	d := r.Document
@@ -186,6 +212,11 @@ func (n *Node) rebalance(ctx context.Context) {
 		return
 	}
 	self := n.net.ID()
+	if n.handoff.failing == nil {
+		n.handoff.failing = map[string]time.Time{}
+	}
+	failing := n.handoff.failing
+	n.handoff.failing = map[string]time.Time{} // hosts gone from the list are forgotten
 	for _, h := range hosts {
 		if ctx.Err() != nil {
 			return
@@ -194,11 +225,43 @@ func (n *Node) rebalance(ctx context.Context) {
 		if owner == self || owner == "" {
 			continue
 		}
-		if err := n.handOff(ctx, h, owner); err != nil {
-			n.errs.add("handoff "+h, err)
-			n.log.Warn("handoff", "host", h, "to", owner, "err", err)
+		err := n.handOff(ctx, h, owner)
+		if err == nil {
+			continue
 		}
+		n.errs.add("handoff "+h, err)
+		n.log.Warn("handoff", "host", h, "to", owner, "err", err)
+		if !refusedForGood(err) {
+			continue
+		}
+		since, ok := failing[h]
+		if !ok {
+			since = time.Now()
+		}
+		if time.Since(since) < n.handoff.giveUp {
+			n.handoff.failing[h] = since
+			continue
+		}
+		if err := n.abandonHost(ctx, h); err != nil {
+			n.errs.add("abandon "+h, err)
+			n.handoff.failing[h] = since
+			continue
+		}
+		n.handoff.abandoned.Add(1)
+		n.log.Warn("host abandoned: its owner refused the handoff", "host", h, "to", owner, "since", since)
 	}
+}
+
+// abandonHost releases a host without handing it off.
+func (n *Node) abandonHost(ctx context.Context, host string) error {
+	var urls []string
+	if err := n.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {
+		urls = append(urls, r.URL)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return n.releaseHost(ctx, host, urls)
 }
 
 // handOff moves one host to its new owner: stored pages first (the new
@@ -256,6 +319,17 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 			return fmt.Errorf("send crawl state: %w", err)
 		}
 	}
+	if err := n.releaseHost(ctx, host, urls); err != nil {
+		return err
+	}
+	n.handoff.sent.Add(int64(sent))
+	n.log.Info("handed off host", "host", host, "to", to, "pages", sent)
+	return nil
+}
+
+// releaseHost forgets a host this node no longer owns: its crawl state,
+// and its pages (urls) unless this node is still one of its replicas.
+func (n *Node) releaseHost(ctx context.Context, host string, urls []string) error {
 	if err := n.crawler.DropHost(ctx, host); err != nil {
 		return fmt.Errorf("drop crawl state: %w", err)
 	}
@@ -270,14 +344,12 @@ func (n *Node) handOff(ctx context.Context, host string, to peer.ID) error {
 	} else {
 		for _, u := range urls {
 			if err := n.ix.Delete(ctx, u); err != nil {
-				return fmt.Errorf("delete handed-off page %s: %w", u, err)
+				return fmt.Errorf("delete page %s of a released host: %w", u, err)
 			}
 		}
 	}
 	n.settle.forget(host)
-	n.handoff.sent.Add(int64(sent))
 	n.coord.Invalidate()
-	n.log.Info("handed off host", "host", host, "to", to, "pages", sent)
 	return nil
 }
 
@@ -308,7 +380,8 @@ func (n *Node) holds(p peer.ID, host string) bool {
 //     pull this node made are taken from the members it asked (pulls).
 //   - Handoffs (pages, crawl state, manifests) flow from a host's previous
 //     owner to a member that joined: the sender is a founder of this
-//     node's view (met while it joined) and among the R closest to the
+//     node's view (met while it joined, in this run or an earlier one)
+//     and among the R closest to the
 //     host of the founders still members, this node excluded; this node is
 //     among the R+1 closest. A member that joined after this node never
 //     owned a host before it, so it cannot hand it one.
@@ -430,7 +503,7 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 		// this node's sends again once the views agree, and deletes
 		// nothing meanwhile.
 		n.refuse(from, "handed-off pages and anchors", refused)
-		return fmt.Errorf("%d handed-off items refused: %s does not hold their hosts by this node's view", refused, from)
+		return fmt.Errorf("%d handed-off items refused: %s %s their hosts by this node's view", refused, from, notHeld)
 	}
 	return n.syncAcknowledged(ctx, len(m.Docs) > 0 || len(m.Anchors) > 0)
 }
@@ -445,7 +518,7 @@ func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []b
 	}
 	if !n.handoffAuthorised(from, exp.Host) {
 		n.refuse(from, "crawl state", 1)
-		return fmt.Errorf("crawl state of %s refused: %s does not hold it", exp.Host, from)
+		return fmt.Errorf("crawl state of %s refused: %s %s it", exp.Host, from, notHeld)
 	}
 	if err := n.crawler.ImportHost(ctx, exp); err != nil {
 		return err

@@ -391,3 +391,69 @@ func BenchmarkWhoMaySend(b *testing.B) {
 		}
 	})
 }
+
+// TestRefusedHandoffAbandoned: a host whose owner keeps refusing its
+// handoff (here: the sender is no founder of the owner's view) is
+// abandoned after the give-up time, so the sender does not stay busy with
+// it forever; before that, it is kept and retried.
+func TestRefusedHandoffAbandoned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two nodes")
+	}
+	ctx := context.Background()
+	a, _ := runNode(t, testConfig(t))
+	cfgB := testConfig(t)
+	cfgB.Bootstrap = bootstrapAddrs(a)
+	b, _ := runNode(t, cfgB)
+	waitMembers(t, 2, a, b)
+	var host string
+	for i := 0; i < 1000 && host == ""; i++ {
+		if h := fmt.Sprintf("abandoned-%d.example", i); a.net.Owner(h) == b.net.ID() && b.net.Owner(h) == b.net.ID() {
+			host = h
+		}
+	}
+	if host == "" {
+		t.Fatal("no host owned by b")
+	}
+	// b forgets that a was there when it joined: a may not hand it hosts.
+	b.settle.mu.Lock()
+	delete(b.settle.founders, a.net.ID())
+	b.settle.mu.Unlock()
+	a.handoff.mu.Lock()
+	a.handoff.giveUp = 3 * time.Second
+	a.handoff.mu.Unlock()
+	if err := a.crawler.Add(ctx, []crawl.Discovered{{URL: "http://" + host + "/page.html", SourceHost: host}}); err != nil {
+		t.Fatal(err)
+	}
+	holds := func() bool {
+		hosts, err := a.crawler.Hosts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(hosts, host)
+	}
+	a.kickRebalance()
+	deadline := time.Now().Add(30 * time.Second)
+	for b.handoff.refused.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the handoff was never refused")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a.handoff.abandoned.Load() != 0 || !holds() {
+		t.Fatal("abandoned at the first refusal")
+	}
+	for a.handoff.abandoned.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a host refused for longer than the give-up time was not abandoned")
+		}
+		a.kickRebalance()
+		time.Sleep(200 * time.Millisecond)
+	}
+	if holds() {
+		t.Fatal("the abandoned host is still in the sender's crawl state")
+	}
+	if st := a.Status(ctx); st.HandoffAbandoned != 1 {
+		t.Fatalf("status counts %d abandoned hosts, want 1", st.HandoffAbandoned)
+	}
+}

@@ -154,6 +154,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	defer closeOnErr(n.crawler.Close)
 	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
 	n.metrics = newMetrics(n)
+	n.handoff.giveUp = handoffGiveUp(pcfg.MemberTimeout)
+	if err := n.loadFounders(); err != nil {
+		return nil, err
+	}
 	if err := n.loadRemembered(recentGrace(pcfg.MemberTimeout)); err != nil {
 		return nil, fmt.Errorf("load remembered members: %w", err)
 	}
@@ -451,7 +455,13 @@ func (n *Node) watchMembers(ctx context.Context) {
 			case p2p.Joined:
 				others, donors := awaitedDonors(n.net.ID(), n.net.View(), n.net.Members())
 				now := time.Now()
+				before := len(n.settle.foundersList())
 				n.settle.joined(n.net.ID(), others, donors, now)
+				if len(n.settle.foundersList()) != before {
+					if err := n.saveFounders(); err != nil {
+						n.errs.add("founders", err)
+					}
+				}
 				if at := n.settle.viewSettledAt(); now.Before(at) {
 					unsettled = append(unsettled, ev.Member.ID)
 					if settled == nil {

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -85,8 +87,12 @@ type settling struct {
 	settled      map[string]bool      // hosts whose handoff arrived
 	manifested   map[peer.ID]bool     // members whose manifest arrived
 	// founders are the members met in the first manifestWait after this
-	// node first met the network: the members that owned hosts before it
-	// joined, and so the only ones that may hand it hosts (handoffFrom).
+	// node first met the network, in this run or an earlier one (kept
+	// under prefixFounder): the members that may have owned hosts before
+	// it joined, and so the only ones that may hand it hosts
+	// (handoffFrom). Kept across restarts because a founder killed while
+	// this node restarted still holds what it owned meanwhile, and must be
+	// able to hand it back.
 	founders map[peer.ID]bool
 }
 
@@ -174,6 +180,22 @@ func (s *settling) founder(p peer.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.founders[p]
+}
+
+// addFounders adds the founders of an earlier run.
+func (s *settling) addFounders(ps []peer.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range ps {
+		s.founders[p] = true
+	}
+}
+
+// foundersList returns the founders, in no order.
+func (s *settling) foundersList() []peer.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.founders))
 }
 
 // left forgets p: a dead member sends no manifest.
@@ -278,7 +300,43 @@ type recent struct {
 	joined map[peer.ID]time.Time
 }
 
-const prefixMember = "n:m/"
+const (
+	prefixMember  = "n:m/"
+	prefixFounder = "n:founder/"
+)
+
+// loadFounders reads the founders of earlier runs (settling.founders).
+func (n *Node) loadFounders() error {
+	var ps []peer.ID
+	err := n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixFounder)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if id, err := peer.Decode(string(it.Item().Key()[len(prefixFounder):])); err == nil {
+				ps = append(ps, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load founders: %w", err)
+	}
+	n.settle.addFounders(ps)
+	return nil
+}
+
+// saveFounders records the current founders; they are few (the members
+// met while joining), so all are written again.
+func (n *Node) saveFounders() error {
+	return n.db.Update(func(txn *badger.Txn) error {
+		for _, p := range n.settle.foundersList() {
+			if err := txn.Set([]byte(prefixFounder+p.String()), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
 
 // recentGrace: a live member's heartbeat arrives within MemberTimeout, and
 // a restarted node is back within a few seconds.

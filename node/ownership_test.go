@@ -302,3 +302,33 @@ func TestRecentMembersHoldTheirHosts(t *testing.T) {
 		t.Fatal("the remembered replica was seen, the host is this node's to crawl")
 	}
 }
+
+// TestFoundersSurviveRestart: a member met while this node joined may
+// still hand it hosts after this node restarts, though it is not met
+// again in the new run's first minutes (it may be restarting itself).
+func TestFoundersSurviveRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two nodes")
+	}
+	a, _ := runNode(t, testConfig(t))
+	cfgB := testConfig(t)
+	cfgB.Bootstrap = bootstrapAddrs(a)
+	b, _, stop := startNode(t, cfgB)
+	waitMembers(t, 2, a, b)
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.settle.founder(a.net.ID()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the member met while joining is not a founder")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	cfgB.Bootstrap = nil
+	again, _ := newHandlerNode(t, cfgB)
+	if !again.settle.founder(a.net.ID()) {
+		t.Fatal("founder forgotten across a restart")
+	}
+	if again.settle.founder(again.net.ID()) {
+		t.Fatal("a node is its own founder")
+	}
+}
