@@ -324,3 +324,39 @@ func BenchmarkReindexAnchors(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFormOf measures what keeping a page's analysed form adds to a
+// Put (synthetic pages, already analysed), beside BenchmarkAnalyzePage,
+// the analysis itself.
+//
+//	go test -run '^$' -bench 'Benchmark(FormOf|AnalyzePage)$' -benchmem ./index/
+func BenchmarkFormOf(b *testing.B) {
+	ix := &Index{an: SharedAnalyzer()}
+	syn, err := NewSynthetic(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dps := make([]*docPostings, 100)
+	for i := range dps {
+		dps[i] = ix.analyzeDoc(syn.Page(), nil)
+	}
+	for i := 0; b.Loop(); i++ {
+		formOf(dps[i%len(dps)])
+	}
+}
+
+// BenchmarkAnalyzePage is analyzeDoc on synthetic pages.
+func BenchmarkAnalyzePage(b *testing.B) {
+	ix := &Index{an: SharedAnalyzer()}
+	syn, err := NewSynthetic(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	docs := make([]*Document, 100)
+	for i := range docs {
+		docs[i] = syn.Page()
+	}
+	for i := 0; b.Loop(); i++ {
+		ix.releaseDoc(ix.analyzeDoc(docs[i%len(docs)], nil))
+	}
+}

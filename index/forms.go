@@ -133,6 +133,17 @@ func newFormCache(maxBytes int) *formCache {
 
 func (c *formCache) enabled() bool { return c != nil && c.maxBytes > 0 }
 
+// wants says whether dp's form could be kept: a form larger than a
+// sixteenth of the cache is not (one long page would evict too many), so
+// it is not built either (the size is estimated from dp's counts).
+func (c *formCache) wants(dp *docPostings) bool {
+	if !c.enabled() {
+		return false
+	}
+	toks := len(dp.occTerm) - dp.parts.anchorsEnd + dp.parts.titleEnd
+	return 2*toks+4*len(dp.terms)+formOverhead <= c.maxBytes/16
+}
+
 func (c *formCache) unlink(e *formEntry) { e.prev.next, e.next.prev = e.next, e.prev }
 
 func (c *formCache) pushFront(e *formEntry) {

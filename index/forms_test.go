@@ -129,15 +129,58 @@ func TestReindexFromFormsWritesSameBytes(t *testing.T) {
 		return dumpPostings(t, db), ix.Stats(), hits
 	}
 	want, wantSt, _ := run(-1)
-	for _, formBytes := range []int{0, 4 << 10} { // the default; constant eviction
+	for _, formBytes := range []int{0, 48 << 10} { // the default; constant eviction
 		got, st, hits := run(formBytes)
 		name := fmt.Sprintf("FormCacheBytes %d", formBytes)
 		samePostings(t, name, got, want)
 		if st.Terms != wantSt.Terms || st.PostingsBytes != wantSt.PostingsBytes || st.Docs != wantSt.Docs {
 			t.Errorf("%s: stats %+v, want %+v", name, st, wantSt)
 		}
-		if formBytes == 0 && hits == 0 {
+		if hits == 0 {
 			t.Errorf("%s: no re-index used a cached form", name)
 		}
+	}
+}
+
+// A form is found only for the docID it was stored with, and the least
+// recently used go first past the byte bound.
+func TestFormCache(t *testing.T) {
+	form := func(n int) *analysedForm { return &analysedForm{toks: make([]byte, n)} }
+	c := newFormCache(16 * (1000 + formOverhead + 10))
+	c.put("u1", 1, form(1000))
+	c.put("u2", 2, form(1000))
+	for _, tc := range []struct {
+		url  string
+		id   uint32
+		want bool
+	}{
+		{"u1", 1, true},
+		{"u1", 2, false}, // the page was put again since: another docID
+		{"u2", 2, true},
+		{"u3", 3, false},
+	} {
+		if got := c.get(tc.url, tc.id) != nil; got != tc.want {
+			t.Errorf("get(%s, %d) found %v, want %v", tc.url, tc.id, got, tc.want)
+		}
+	}
+	c.put("big", 9, form(2000)) // over a sixteenth of the bound: not kept
+	if c.get("big", 9) != nil {
+		t.Error("a form over a sixteenth of the cache was kept")
+	}
+	for i := range 20 {
+		c.put(fmt.Sprint("p", i), uint32(10+i), form(1000))
+	}
+	if c.bytes > c.maxBytes {
+		t.Errorf("cache holds %d bytes, bound %d", c.bytes, c.maxBytes)
+	}
+	if c.get("u1", 1) != nil || c.get("p19", 29) == nil {
+		t.Error("eviction is not least recently used first")
+	}
+	c.drop("p19")
+	if c.get("p19", 29) != nil {
+		t.Error("dropped form still found")
+	}
+	if hits, misses := c.counts(); hits != 3 || misses != 5 {
+		t.Errorf("counts %d hits, %d misses; want 3, 5", hits, misses)
 	}
 }

@@ -750,7 +750,7 @@ func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
 		return nil, err
 	}
 	p := &preparedDoc{doc: c, anchors: anchors, dp: ix.analyzeDoc(c, anchors), rec: appendStored(nil, c, ix.enc.EncodeAll)}
-	if ix.forms.enabled() {
+	if ix.forms.wants(p.dp) {
 		p.form = formOf(p.dp)
 	}
 	if len(c.Raw) > 0 {

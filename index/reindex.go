@@ -153,7 +153,7 @@ func (ix *Index) loadForReindex(u string) reindexed {
 		ix.log.Error("index: re-index: analysing the page again", "url", u, "err", err)
 	}
 	r.dp = ix.analyzeDoc(&doc, r.anchors)
-	if ix.forms.enabled() {
+	if ix.forms.wants(r.dp) {
 		r.form = formOf(r.dp)
 	}
 	return r
