@@ -92,7 +92,7 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 		mb, err := strconv.Atoi(v)
 		if err != nil {
 			_ = db.Close()
-			return CrawlResult{}, fmt.Errorf("SOU_BENCH_FORM_CACHE_MB=%q: want MiB (negative: off)", v)
+			return CrawlResult{}, fmt.Errorf("SOU_BENCH_FORM_CACHE_MB=%q: want MiB (0: off)", v)
 		}
 		opts.FormCacheBytes = mb << 20
 	}

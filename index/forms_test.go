@@ -128,8 +128,8 @@ func TestReindexFromFormsWritesSameBytes(t *testing.T) {
 		hits, _ := ix.forms.counts()
 		return dumpPostings(t, db), ix.Stats(), hits
 	}
-	want, wantSt, _ := run(-1)
-	for _, formBytes := range []int{0, 48 << 10} { // the default; constant eviction
+	want, wantSt, _ := run(0)
+	for _, formBytes := range []int{32 << 20, 48 << 10} { // all kept; constant eviction
 		got, st, hits := run(formBytes)
 		name := fmt.Sprintf("FormCacheBytes %d", formBytes)
 		samePostings(t, name, got, want)

@@ -49,7 +49,11 @@ type Options struct {
 	ReindexDelay time.Duration
 	// FormCacheBytes bounds the cache of recently indexed pages'
 	// analysed forms (analysedForm), which spares a re-index for new
-	// anchor text the page's own analysis (0 = default, negative = off).
+	// anchor text the page's own analysis (0 or negative = off, the
+	// default). It pays only when it holds the pages put since the
+	// oldest re-index is due (ReindexDelay and the re-index budget's
+	// backlog, at the crawl's rate): measured in BENCHMARKS.md,
+	// "Re-indexing from analysed forms".
 	FormCacheBytes int
 	// Analyzer turns text into terms (nil = LoadAnalyzer()). An index
 	// built with another analyzer version is re-indexed by Open.
@@ -57,11 +61,11 @@ type Options struct {
 }
 
 // DefaultOptions suits a crawler node: flush every 2,000 pages or second,
-// or at 64 MiB of buffered postings; 16 MiB of tail-block cache, 32 MiB
-// of analysed forms (BENCHMARKS.md, "Re-indexing from analysed forms").
+// or at 64 MiB of buffered postings; 16 MiB of tail-block cache; no
+// cache of analysed forms.
 func DefaultOptions() Options {
 	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20,
-		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20, FormCacheBytes: 32 << 20, ReindexDelay: 30 * time.Second}
+		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20, ReindexDelay: 30 * time.Second}
 }
 
 // Stats describes the shard.
@@ -161,9 +165,6 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	if opts.TailCacheBytes == 0 {
 		opts.TailCacheBytes = def.TailCacheBytes
-	}
-	if opts.FormCacheBytes == 0 {
-		opts.FormCacheBytes = def.FormCacheBytes
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
