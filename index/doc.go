@@ -108,9 +108,17 @@
 // pages are fetched, and without that budget re-indexing doubled the
 // indexing work of a 100,000-page crawl.
 //
-// A re-index reads and analyses its pages on all cores without the writer
-// lock (Puts go on meanwhile) and writes the stored compressed record and
-// raw body again as they are, since only the anchors changed; under the
+// A re-index reads its pages on all cores without the writer lock (Puts
+// go on meanwhile) and writes the stored compressed record and raw body
+// again as they are, since only the anchors changed. It does not analyse
+// a page again when the form cache (forms.go, Options.FormCacheBytes, off
+// by default, LRU by bytes, in memory only) holds the page's analysed
+// form for its current docID: the tokens kept for the title and for the fields after
+// the anchors, with positions relative to each part. Anchors sit between
+// the two parts in the position space, so analysing the new anchors and
+// shifting the rest by where they end gives exactly the postings a full
+// analysis would (TestReplayFormMatchesAnalysis); a page without a cached
+// form (evicted, or stored before this process) is analysed. Under the
 // lock each page is put only if its docID and anchors are still those it
 // was analysed with (else it is analysed again there). AddAnchorsBatch
 // merges a page's links' anchors under anchorMu, not the writer lock (a
@@ -144,7 +152,8 @@
 //
 // Put analyzes the page on the caller's goroutine (pooled scratch: one
 // map and a few slices reused per page), groups each term's positions and
-// encodes them, then, under the writer lock, appends them to the pending
+// encodes them (and, with the form cache on, keeps the page's analysed
+// form for a later re-index, above), then, under the writer lock, appends them to the pending
 // index: an in-memory inverted index of the pages stored since the last
 // flush, one varint byte buffer per term (docID gap, field mask, TFs,
 // position gaps; about 4 bytes per posting, a tenth of the per-page term
