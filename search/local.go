@@ -105,24 +105,29 @@ func (h *hitHeap) Pop() any {
 }
 
 type exec struct {
-	p        Params
-	avg      [index.NumFields]float64
-	q        *Query
-	terms    []string
-	r        *index.Reader
-	groups   []groupExec
-	excl     []clauseExec
-	all      []*termCursor
-	hostOK   map[string]bool
-	filter   func(string) bool
-	posBufs  [][]uint32
-	tfs      [][index.NumFields]uint32
-	has      []bool
-	cur      []*termCursor // per term, a cursor on the doc being evaluated
-	idfs     []float64
-	pruned   bool
-	matched  int64
-	staticUB float64
+	p      Params
+	avg    [index.NumFields]float64
+	q      *Query
+	terms  []string
+	r      *index.Reader
+	groups []groupExec
+	excl   []clauseExec
+	all    []*termCursor
+	hostOK map[string]bool
+	// lastHost and lastHostOK: the previous document's host and verdict.
+	// A host's pages have neighbouring docIDs (its owner crawls it), so
+	// most documents skip the map.
+	lastHost   string
+	lastHostOK bool
+	filter     func(string) bool
+	posBufs    [][]uint32
+	tfs        [][index.NumFields]uint32
+	has        []bool
+	cur        []*termCursor // per term, a cursor on the doc being evaluated
+	idfs       []float64
+	pruned     bool
+	matched    int64
+	staticUB   float64
 	// relaxed: documents lacking terms match too (Params.Relax and
 	// Query.Relaxable), each unit (term) with its cursor and penalty.
 	relaxed bool
@@ -663,11 +668,15 @@ func phraseAt(lists [][]uint32, rel []int) bool {
 }
 
 func (e *exec) hostAllowed(host string) bool {
+	if host == e.lastHost && host != "" {
+		return e.lastHostOK
+	}
 	ok, seen := e.hostOK[host]
 	if !seen {
 		ok = e.q.MatchHost(host) && (e.filter == nil || e.filter(host))
 		e.hostOK[host] = ok
 	}
+	e.lastHost, e.lastHostOK = host, ok
 	return ok
 }
 
