@@ -89,17 +89,16 @@
 // # Snippets: two rounds
 //
 // A coordinator asks every shard for page·n + ShardK candidates but shows
-// page·n, and a snippet (decompressing the page's record and scanning up
-// to 512 KB of its text) is most of a candidate's cost on long pages. So
-// the shard request carries S = page·n, at most MaxResultsPerPage (a
-// request for a deep page must not make every shard build thousands of
-// snippets): a shard makes snippets for its own top S only and marks the
-// rest NoSnippet (Local.SearchSnippets). A result
-// on the final page that global rescoring promoted from below its shard's
-// top S gets its snippet from a second request to that shard (the request
-// with U = its URLs, answered by Local.Snippets; one request per shard, in
-// parallel, within the search's deadline). A result whose snippet did not
-// come in time is shown without one, counted in
+// page·n, and a snippet (decompressing the page's record and analyzing
+// its text) is most of a candidate's cost, so shards answer without
+// snippets (Local.SearchSnippets with none; the wire refuses a candidate
+// that carries one). After the merge, the coordinator asks each shard
+// holding results on the page for their snippets (the request with U =
+// their URLs, answered by Local.Snippets; one request per shard, in
+// parallel, within the search's deadline; this node's own shard is read
+// in process). So the network builds exactly the snippets it shows, at
+// the price of a second round trip to the shards on the page. A result
+// whose snippet did not come in time is shown without one, counted in
 // Coverage.SnippetsMissing, and the page is not cached.
 //
 // # One analyzer (coordinator.go)
@@ -120,10 +119,10 @@
 // snapshots), DFs only for query terms, at most the k candidates asked, per
 // candidate TF within the field length, lengths and static rank finite and
 // bounded, host equal to the URL's host, an http(s) URL, no repeated URL, no
-// more candidates with a term than its DF. An answer that fails is never
-// merged or cached; its coverage entry is "failed" with the reason. The
-// score a shard sends is ignored (the coordinator rescores from the
-// statistics). When the Transport implements HostHolders, results for hosts
+// more candidates with a term than its DF, no snippet. An answer that
+// fails is never merged or cached; its coverage entry is "failed" with
+// the reason. The score a shard sends is ignored (the coordinator
+// rescores from the statistics). When the Transport implements HostHolders, results for hosts
 // the member does not hold are dropped and counted (Coverage.Dropped), so a
 // peer can only rank pages of its own hosts. An answer that arrives with or
 // after the deadline counts as a timeout.

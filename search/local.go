@@ -105,24 +105,29 @@ func (h *hitHeap) Pop() any {
 }
 
 type exec struct {
-	p        Params
-	avg      [index.NumFields]float64
-	q        *Query
-	terms    []string
-	r        *index.Reader
-	groups   []groupExec
-	excl     []clauseExec
-	all      []*termCursor
-	hostOK   map[string]bool
-	filter   func(string) bool
-	posBufs  [][]uint32
-	tfs      [][index.NumFields]uint32
-	has      []bool
-	cur      []*termCursor // per term, a cursor on the doc being evaluated
-	idfs     []float64
-	pruned   bool
-	matched  int64
-	staticUB float64
+	p      Params
+	avg    [index.NumFields]float64
+	q      *Query
+	terms  []string
+	r      *index.Reader
+	groups []groupExec
+	excl   []clauseExec
+	all    []*termCursor
+	hostOK map[string]bool
+	// lastHost and lastHostOK: the previous document's host and verdict.
+	// A host's pages have neighbouring docIDs (its owner crawls it), so
+	// most documents skip the map.
+	lastHost   string
+	lastHostOK bool
+	filter     func(string) bool
+	posBufs    [][]uint32
+	tfs        [][index.NumFields]uint32
+	has        []bool
+	cur        []*termCursor // per term, a cursor on the doc being evaluated
+	idfs       []float64
+	pruned     bool
+	matched    int64
+	staticUB   float64
 	// relaxed: documents lacking terms match too (Params.Relax and
 	// Query.Relaxable), each unit (term) with its cursor and penalty.
 	relaxed bool
@@ -159,12 +164,11 @@ func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionS
 }
 
 // SearchSnippets is Search with snippets for only the best snippetTop
-// candidates (all when snippetTop <= 0); the others come back with
+// candidates (none when snippetTop is 0); the others come back with
 // NoSnippet set. A coordinator shows page·n results but asks each shard
 // for page·n + ShardK candidates, and a snippet (scanning the page's text)
-// is most of a candidate's cost on long pages, so it asks for snippets of
-// each shard's local top page·n only and fetches the few that global
-// scoring promotes from below it with Snippets.
+// is most of a candidate's cost on long pages, so it asks for none and
+// fetches those of the results it shows with Snippets.
 func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int, global *CollectionStats, hostFilter func(host string) bool) (*ShardResult, error) {
 	if q == nil || len(q.Groups) == 0 {
 		return nil, ErrEmptyQuery
@@ -256,7 +260,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 	for _, ht := range hits {
 		// Only candidates that get a snippet need the page's text; the
 		// others are built from the record's uncompressed summary.
-		withSnippet := snippetTop <= 0 || len(res.Candidates) < snippetTop
+		withSnippet := len(res.Candidates) < snippetTop
 		var sum *index.Summary
 		var rec *index.PageRecord
 		var err error
@@ -287,7 +291,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		}
 		c.Prox = ht.prox
 		if withSnippet {
-			c.Snippet = l.snippet(rec, snippetTerms(e.terms, ht.tfs, rec))
+			c.Snippet = l.snippet(rec, snippetTerms(e.terms, termPlaces(ht.tfs), rec))
 		} else {
 			c.NoSnippet = true
 		}
@@ -297,14 +301,37 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 	return res, nil
 }
 
+// Where a page has a query term, as far as its snippet is concerned
+// (termPlaces; the second round's request carries them, see Snippets).
+const (
+	termAbsent  int8 = iota // not in the body or the headings
+	termInBody              // in the body
+	termHeading             // in the headings only
+)
+
+// termPlaces says, per query term, where a page with these TFs has it.
+func termPlaces(tfs [][index.NumFields]uint32) []int8 {
+	out := make([]int8, len(tfs))
+	for i, tf := range tfs {
+		switch {
+		case tf[index.FieldBody] > 0:
+			out[i] = termInBody
+		case tf[index.FieldHeading] > 0:
+			out[i] = termHeading
+		}
+	}
+	return out
+}
+
 // snippetTerms are the terms a snippet of rec looks for: those its text
-// has (by the postings' TFs), so that the snippet does not search the
-// whole text for a term that is only in the title, the URL or the
-// anchors, or that a relaxed query's match lacks.
-func snippetTerms(terms []string, tfs [][index.NumFields]uint32, rec *index.PageRecord) []string {
+// has (places, from the postings' TFs), so that the snippet does not
+// search the whole text for a term that is only in the title, the URL or
+// the anchors, or that a relaxed query's match lacks (a term not found
+// makes the snippet analyze the page's text).
+func snippetTerms(terms []string, places []int8, rec *index.PageRecord) []string {
 	out := make([]string, 0, len(terms))
 	for i, t := range terms {
-		if tfs[i][index.FieldBody] > 0 || len(rec.Body) < 200 && tfs[i][index.FieldHeading] > 0 {
+		if places[i] == termInBody || len(rec.Body) < 200 && places[i] == termHeading {
 			out = append(out, t)
 		}
 	}
@@ -321,16 +348,26 @@ func (l *Local) snippet(rec *index.PageRecord, terms []string) string {
 
 // Snippets returns q's snippets of the pages at urls that this shard holds
 // (hostFilter, nil = all), by URL; a URL it does not hold or no longer
-// has is left out.
-func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, hostFilter func(host string) bool) (map[string]string, error) {
+// has is left out. places[i] says where urls[i] has each of q's terms
+// (termPlaces of its candidate's TFs), so that the snippet looks for the
+// same terms as SearchSnippets would.
+func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, places [][]int8, hostFilter func(host string) bool) (map[string]string, error) {
 	if q == nil {
 		return nil, ErrEmptyQuery
 	}
+	terms := q.Terms()
+	if len(places) != len(urls) {
+		return nil, fmt.Errorf("search: snippets of %d pages with term places for %d", len(urls), len(places))
+	}
+	for _, p := range places {
+		if len(p) != len(terms) {
+			return nil, fmt.Errorf("search: term places for %d terms, the query has %d", len(p), len(terms))
+		}
+	}
 	r := l.ix.NewReader()
 	defer r.Close()
-	terms := q.Terms()
 	out := make(map[string]string, len(urls))
-	for _, u := range urls {
+	for i, u := range urls {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -344,7 +381,7 @@ func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, hostFilte
 		if hostFilter != nil && !hostFilter(rec.Host) {
 			continue
 		}
-		out[u] = l.snippet(rec, terms)
+		out[u] = l.snippet(rec, snippetTerms(terms, places[i], rec))
 	}
 	return out, nil
 }
@@ -631,11 +668,15 @@ func phraseAt(lists [][]uint32, rel []int) bool {
 }
 
 func (e *exec) hostAllowed(host string) bool {
+	if host == e.lastHost && host != "" {
+		return e.lastHostOK
+	}
 	ok, seen := e.hostOK[host]
 	if !seen {
 		ok = e.q.MatchHost(host) && (e.filter == nil || e.filter(host))
 		e.hostOK[host] = ok
 	}
+	e.lastHost, e.lastHostOK = host, ok
 	return ok
 }
 

@@ -119,8 +119,11 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 		// (javascript:, a URL with spaces or control characters) would
 		// become a link on the result page.
 		return implausible("URL %.100q is not a normalised http(s) URL", c.URL)
-	case len(c.Title) > maxTitleBytes || len(c.Snippet) > maxSnippetBytes:
-		return implausible("title or snippet too long for %.100q", c.URL)
+	case len(c.Title) > maxTitleBytes:
+		return implausible("title too long for %.100q", c.URL)
+	case c.Snippet != "":
+		// Snippets come in the second round, for the results shown only.
+		return implausible("a snippet, not asked for, with %.100q", c.URL)
 	case math.IsNaN(c.StaticRank) || math.IsInf(c.StaticRank, 0) || c.StaticRank < 0:
 		return implausible("static rank %v for %.100q", c.StaticRank, c.URL)
 	case c.Script > index.ScriptTraditional:
