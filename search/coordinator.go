@@ -606,7 +606,9 @@ func cacheKey(q *Query, page, n int) string {
 // merged. A candidate carries what Score reads: per query term its TF in
 // each field, its field lengths, static rank and proximity counts, and no
 // snippet: snippets are asked for by URL, for the results shown (U).
-const wireVersion = 4
+//
+// WireVersion is that version.
+const WireVersion = 4
 
 // maxAnalyzerVersionBytes bounds the analyzer version on the wire.
 const maxAnalyzerVersionBytes = 64
@@ -640,7 +642,7 @@ type shardRequest struct {
 }
 
 func encodeShardRequest(r shardRequest) ([]byte, error) {
-	return json.Marshal(shardRequestWire{V: wireVersion, A: r.analyzer, Q: r.query, K: r.k, U: r.snippetURLs, P: r.termPlaces})
+	return json.Marshal(shardRequestWire{V: WireVersion, A: r.analyzer, Q: r.query, K: r.k, U: r.snippetURLs, P: r.termPlaces})
 }
 
 func decodeShardRequest(b []byte) (shardRequest, error) {
@@ -651,8 +653,8 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return shardRequest{}, fmt.Errorf("decode shard request: %w", err)
 	}
-	if w.V != wireVersion {
-		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, wireVersion)
+	if w.V != WireVersion {
+		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, WireVersion)
 	}
 	if w.A == "" || len(w.A) > maxAnalyzerVersionBytes {
 		return shardRequest{}, fmt.Errorf("shard request analyzer version of %d bytes", len(w.A))
@@ -694,7 +696,7 @@ type snippetResponseWire struct {
 }
 
 func encodeSnippetResponse(analyzer string, snips map[string]string) ([]byte, error) {
-	return json.Marshal(snippetResponseWire{V: wireVersion, A: analyzer, Sn: snips})
+	return json.Marshal(snippetResponseWire{V: WireVersion, A: analyzer, Sn: snips})
 }
 
 // decodeSnippetResponse accepts snippets only from a shard of analyzer
@@ -742,8 +744,8 @@ func unmarshalResponse[T any, PT interface {
 		return nil, fmt.Errorf("decode %s: %w", what, err)
 	}
 	v, a := w.versions()
-	if v != wireVersion {
-		return nil, fmt.Errorf("%s version %d, want %d", what, v, wireVersion)
+	if v != WireVersion {
+		return nil, fmt.Errorf("%s version %d, want %d", what, v, WireVersion)
 	}
 	if a != analyzer {
 		return nil, fmt.Errorf("%w %.64q, want %q", errAnalyzerMismatch, a, analyzer)
@@ -752,7 +754,7 @@ func unmarshalResponse[T any, PT interface {
 }
 
 func encodeShardResponse(analyzer string, r *ShardResult) ([]byte, error) {
-	return json.Marshal(shardResponseWire{V: wireVersion, A: analyzer, R: r})
+	return json.Marshal(shardResponseWire{V: WireVersion, A: analyzer, R: r})
 }
 
 // decodeShardResponse accepts the answer of a shard of analyzer version
