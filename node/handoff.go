@@ -212,9 +212,6 @@ func (n *Node) rebalance(ctx context.Context) {
 		return
 	}
 	self := n.net.ID()
-	if n.handoff.failing == nil {
-		n.handoff.failing = map[string]time.Time{}
-	}
 	failing := n.handoff.failing
 	n.handoff.failing = map[string]time.Time{} // hosts gone from the list are forgotten
 	for _, h := range hosts {
