@@ -161,7 +161,25 @@ type Coordinator struct {
 	// hostFilter restricts a shard answer to the hosts this node owns
 	// (replicas hold pages they must not answer for). nil = all.
 	hostFilter func(host string) bool
+	// deep admits one shard request for more than maxShallowK candidates
+	// at a time (see ErrDeepBusy).
+	deep chan struct{}
 }
+
+// maxShallowK is the most candidates a coordinator asks of a shard for a
+// first page (N up to MaxResultsPerPage plus its ShardK).
+const maxShallowK = MaxResultsPerPage + 100
+
+// ErrDeepBusy refuses a shard request for more than maxShallowK
+// candidates while another runs. The cost of a shard search grows with
+// the candidates asked for, and a member may ask for up to
+// MaxPage·MaxResultsPerPage: without this, a member asking for the most
+// at once keeps the shard's search workers busy with them (the fair queue
+// serves it in turn, but each turn is long), and every first page waits.
+// Deep pages are rare; one at a time keeps a worker for the others, and a
+// deep page refused here comes back with that shard missing from its
+// coverage.
+var ErrDeepBusy = errors.New("busy: a search for a deep page is already running here")
 
 // NewCoordinator returns a coordinator over local, reaching peers through
 // t. Queries are analyzed with local's index's analyzer, whose version the
@@ -170,7 +188,7 @@ func NewCoordinator(local *Local, t Transport, cfg CoordinatorConfig, hostFilter
 	return &Coordinator{
 		local: local, transport: t, cfg: cfg, analyzer: local.ix.Analyzer(),
 		cache: newResultCache(cfg.CacheEntries, cfg.CacheTTL), lat: newLatencyTracker(),
-		hostFilter: hostFilter,
+		hostFilter: hostFilter, deep: make(chan struct{}, 1),
 	}
 }
 
@@ -433,6 +451,14 @@ func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byt
 			return nil, err
 		}
 		return encodeSnippetResponse(version, snips)
+	}
+	if r.k > maxShallowK {
+		select {
+		case c.deep <- struct{}{}:
+			defer func() { <-c.deep }()
+		default:
+			return nil, ErrDeepBusy
+		}
 	}
 	res, err := c.localShard(ctx, q, r.k)
 	if err != nil {

@@ -974,3 +974,50 @@ func TestAnalyzerMismatchIsNotMerged(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepShardRequestsOneAtATime: a shard runs one request for more
+// candidates than a first page needs at a time and refuses others while it
+// runs (ErrDeepBusy); first-page requests are never held back by it.
+func TestDeepShardRequestsOneAtATime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var docs []*index.Document
+	for i := 0; i < 60; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	coords, _, _ := network(t, 2, docs, func(i int) int { return i % 2 })
+	ctx := context.Background()
+	shard := coords[1]
+	ask := func(k int) error {
+		wire, err := encodeShardRequest(shardRequest{analyzer: index.SharedAnalyzer().Version(), query: "search", k: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = shard.HandleShardRequest(ctx, wire)
+		return err
+	}
+	tests := []struct {
+		name      string
+		k         int
+		deepBusy  bool
+		wantError error
+	}{
+		{"first page, nothing deep running", maxShallowK, false, nil},
+		{"deep page, nothing deep running", maxShallowK + 1, false, nil},
+		{"first page while a deep page runs", maxShallowK, true, nil},
+		{"deepest page while a deep page runs", MaxPage*MaxResultsPerPage + 40, true, ErrDeepBusy},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.deepBusy {
+				shard.deep <- struct{}{} // a deep request in flight
+				defer func() { <-shard.deep }()
+			}
+			if err := ask(tc.k); !errors.Is(err, tc.wantError) {
+				t.Fatalf("k=%d: %v, want %v", tc.k, err, tc.wantError)
+			}
+		})
+	}
+	if len(shard.deep) != 0 {
+		t.Fatal("a finished deep request kept its slot")
+	}
+}

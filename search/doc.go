@@ -86,6 +86,12 @@
 // from per-host aggregates, DF by the same scan.
 // Unflushed documents (at most FlushInterval old) are not yet searchable.
 //
+// A shard runs one request for more than a first page's candidates
+// (maxShallowK) at a time and refuses the others as busy (ErrDeepBusy):
+// a search's cost grows with k, and a member asking for the deepest pages
+// over and over would otherwise hold every search worker of the shard.
+// A deep page refused by a shard shows that shard missing in its coverage.
+//
 // # Snippets: two rounds
 //
 // A coordinator asks every shard for page·n + ShardK candidates but shows
