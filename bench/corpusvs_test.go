@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sou/crawl"
+	"sou/testnet"
 )
 
 // TestCorpusVsColly is the colly + Bleve half of bench/corpus-vs.sh: it
@@ -73,7 +74,7 @@ func TestCorpusVsColly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu, err := cpuSecondsOfPID("self")
+	cpu, err := testnet.CPUSecondsOf(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,29 +222,6 @@ func (p *rssPeaks) sample() {
 			p.file = max(p.file, kb/1024)
 		}
 	}
-}
-
-// cpuSecondsOfPID is the user and system CPU time of a process ("self" or
-// a pid) from /proc/PID/stat, in the testnet report's unit.
-func cpuSecondsOfPID(pid string) (float64, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, fmt.Errorf("cpu of %s: %w", pid, err)
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%s/stat: no command name", pid)
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(fields))
-	}
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%s/stat: utime %q stime %q", pid, fields[11], fields[12])
-	}
-	return (utime + stime) / 100, nil // USER_HZ is 100 on every Linux Go supports
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

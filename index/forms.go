@@ -179,11 +179,7 @@ func (c *formCache) put(u string, id uint32, f *analysedForm) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[u]; ok {
-		c.bytes -= e.size()
-		c.unlink(e)
-		delete(c.m, u)
-	}
+	c.removeLocked(u)
 	e := &formEntry{url: u, id: id, form: f}
 	if e.size() > c.maxBytes/16 {
 		return // one long page would evict too many
@@ -192,10 +188,7 @@ func (c *formCache) put(u string, id uint32, f *analysedForm) {
 	c.bytes += e.size()
 	c.pushFront(e)
 	for c.bytes > c.maxBytes && c.head.prev != &c.head {
-		old := c.head.prev
-		c.unlink(old)
-		delete(c.m, old.url)
-		c.bytes -= old.size()
+		c.removeLocked(c.head.prev.url)
 	}
 }
 
@@ -206,6 +199,11 @@ func (c *formCache) drop(u string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeLocked(u)
+}
+
+// removeLocked forgets the page at u; c.mu is held.
+func (c *formCache) removeLocked(u string) {
 	if e, ok := c.m[u]; ok {
 		c.bytes -= e.size()
 		c.unlink(e)

@@ -619,23 +619,28 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 	}
 }
 
-// evaluateRelaxed checks and scores doc d, which some term's cursor is on.
-func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
-	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
-		return nil
-	}
+// excluded reports whether doc d matches one of the query's excluded
+// clauses (-word, -"phrase").
+func (e *exec) excluded(d uint32) (bool, error) {
 	for ci := range e.excl {
 		c := &e.excl[ci]
 		for _, tc := range c.cursors {
 			tc.p.Advance(d)
 		}
-		ok, err := e.clauseMatches(c, d)
-		if err != nil {
-			return err
+		if ok, err := e.clauseMatches(c, d); ok || err != nil {
+			return ok, err
 		}
-		if ok {
-			return nil
-		}
+	}
+	return false, nil
+}
+
+// evaluateRelaxed checks and scores doc d, which some term's cursor is on.
+func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
+	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
+		return nil
+	}
+	if excluded, err := e.excluded(d); excluded || err != nil {
+		return err
 	}
 	return e.score(d, k, h)
 }
@@ -702,18 +707,8 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 			return nil
 		}
 	}
-	for ci := range e.excl {
-		c := &e.excl[ci]
-		for _, tc := range c.cursors {
-			tc.p.Advance(d)
-		}
-		ok, err := e.clauseMatches(c, d)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
+	if excluded, err := e.excluded(d); excluded || err != nil {
+		return err
 	}
 	return e.score(d, k, h)
 }
