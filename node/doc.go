@@ -34,7 +34,8 @@
 // (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded
 // rate. A sender whose handoff of a host its owner keeps refusing (for
 // handoffGiveUp: ten membership timeouts, at least 30 s) abandons the host
-// (Status.HandoffAbandoned): the owner crawls it on its own. What
+// (Status.HandoffAbandoned): its queued URLs go to the owner as seeds, and
+// the owner crawls it on its own. What
 // this cannot stop is a member's word about hosts it holds itself:
 // RELIABILITY.md says what one member can still do.
 //

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -249,8 +250,24 @@ func (n *Node) rebalance(ctx context.Context) {
 	}
 }
 
-// abandonHost releases a host without handing it off.
+// abandonHost releases a host without handing it off. The URLs its
+// crawler still has queued go to the owner as links without a source
+// (budgeted there as seeds): links found on this host's pages may be
+// queued nowhere else, and the owner never had this node's crawl state.
 func (n *Node) abandonHost(ctx context.Context, host string) error {
+	exp, err := n.crawler.ExportHost(ctx, host)
+	if err != nil {
+		return fmt.Errorf("export crawl state: %w", err)
+	}
+	var recs []p2p.URLRecord
+	for _, d := range exp.Queued() {
+		recs = append(recs, p2p.URLRecord{URL: d.URL, Cash: d.Cash, Depth: d.Depth})
+	}
+	if len(recs) > 0 {
+		if err := n.net.Forward(ctx, recs); err != nil && !errors.Is(err, p2p.ErrInvalidRecord) {
+			return fmt.Errorf("forward the queued URLs of %s: %w", host, err)
+		}
+	}
 	var urls []string
 	if err := n.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {
 		urls = append(urls, r.URL)

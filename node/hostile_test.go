@@ -395,7 +395,8 @@ func BenchmarkWhoMaySend(b *testing.B) {
 // TestRefusedHandoffAbandoned: a host whose owner keeps refusing its
 // handoff (here: the sender is no founder of the owner's view) is
 // abandoned after the give-up time, so the sender does not stay busy with
-// it forever; before that, it is kept and retried.
+// it forever, and the URLs it had queued go to the owner; before that, it
+// is kept and retried.
 func TestRefusedHandoffAbandoned(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two nodes")
@@ -455,5 +456,20 @@ func TestRefusedHandoffAbandoned(t *testing.T) {
 	}
 	if st := a.Status(ctx); st.HandoffAbandoned != 1 {
 		t.Fatalf("status counts %d abandoned hosts, want 1", st.HandoffAbandoned)
+	}
+	// The URL a had queued is the owner's to crawl now: it may have been
+	// queued nowhere else.
+	for {
+		hosts, err := b.crawler.Hosts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(hosts, host) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned host's queued URL never reached its owner")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
