@@ -569,7 +569,9 @@ func (c *Coordinator) merge(all []scored, terms []string) []Result {
 		if all[i].score != all[j].score {
 			return all[i].score > all[j].score
 		}
-		return all[i].c.URL < all[j].c.URL
+		// Of copies that score alike (a mirror, a page's untranslated
+		// copies) the canonical one comes first and is the one shown.
+		return canonicalBefore(all[i].c.URL, all[j].c.URL)
 	})
 	var out []Result
 	seenURL := map[string]int{}

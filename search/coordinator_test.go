@@ -1096,3 +1096,28 @@ func TestReaderScriptPrefersTheReadersCopy(t *testing.T) {
 		t.Errorf("unknown reader's script: %v, want ErrBadRequest", err)
 	}
 }
+
+// Of near-duplicate copies that score alike, the canonical one (the
+// crawl's rule: the shorter URL) is shown, not the first in byte order,
+// which put a mirror's host (help-gbk.) before the original's (help.).
+func TestTiedNearDuplicatesShowTheCanonicalCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	orig := coordDoc(rng, 1)
+	orig.URL, orig.Host = "http://help.sim.test/p1.html", "help.sim.test"
+	orig.Title, orig.Body = "zebra title", "zebra crossing and more zebra text"
+	mirror := *orig
+	mirror.URL, mirror.Host = "http://help-gbk.sim.test/p1.html", "help-gbk.sim.test"
+	mirror.ContentHash[5] ^= 1          // not the same text
+	mirror.SimHash = orig.SimHash ^ 0b1 // but nearly
+	if mirror.URL > orig.URL || !canonicalBefore(orig.URL, mirror.URL) {
+		t.Fatal("test setup: the mirror must come first in byte order, the original be canonical")
+	}
+	coords, _, _ := network(t, 2, []*index.Document{&mirror, orig}, func(i int) int { return i })
+	resp, err := coords[0].Search(context.Background(), Request{Query: "zebra", N: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) != 1 || resp.Results[0].URL != orig.URL || !slices.Equal(resp.Results[0].Duplicates, []string{mirror.URL}) {
+		t.Fatalf("results %+v, want %s with the mirror as its duplicate", resp.Results, orig.URL)
+	}
+}
