@@ -158,8 +158,10 @@ func searchRequest(r *http.Request) (search.Request, error) {
 // language tag: zh, zh-TW, en) or else their first language in
 // Accept-Language; a query in Latin letters prefers pages in it.
 func readerScript(r *http.Request) index.Script {
-	if tag, err := language.Parse(r.URL.Query().Get("lang")); err == nil {
-		return search.ReaderScript(tag)
+	if lang := r.URL.Query().Get("lang"); len(lang) <= maxAcceptLanguage {
+		if tag, err := language.Parse(lang); err == nil {
+			return search.ReaderScript(tag)
+		}
 	}
 	accept := r.Header.Get("Accept-Language")
 	if len(accept) > maxAcceptLanguage {

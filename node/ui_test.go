@@ -278,6 +278,7 @@ func TestReaderScriptFromLanguage(t *testing.T) {
 		{"lang=zh-TW", "zh-CN", index.ScriptTraditional},
 		{"lang=en", "zh-CN", index.ScriptUnknown},
 		{"lang=%ZZ", "zh-TW", index.ScriptTraditional}, // not a tag: the header decides
+		{"lang=zh-" + strings.Repeat("x", 5000), "zh-TW", index.ScriptTraditional},
 	}
 	for _, tc := range tests {
 		r, _ := http.NewRequest("GET", "/search?q=calc+service&"+tc.query, nil)
