@@ -14,6 +14,9 @@
 #   SOU_QUALITY_N=N        judged queries per set (default 300)
 #   SOU_QUALITY_NODES=N    testnet nodes (default 4)
 #   SOU_QUALITY_REUSE=1    keep OUT/run from an earlier call and score the baseline only
+#   SOU_QUALITY_READERS=L  the sets' readers' languages, SET=LANGUAGE,... (default
+#                          lo-zh-CN=zh-CN,lo-en-US=en-US: the readers of each help's
+#                          index; empty: queries carry nothing but their text)
 #
 # OUT receives qrels/*.tsv (the sets), run/ (the testnet's report.json,
 # report.md, misses.tsv, pages-fetched.txt, progress.log), quality.md (the
@@ -24,6 +27,7 @@ cd "$(dirname "$0")/.."
 sites=${SOU_SITES:-/var/lib/sou-corpus/sites.tsv}
 n=${SOU_QUALITY_N:-300}
 nodes=${SOU_QUALITY_NODES:-4}
+readers=${SOU_QUALITY_READERS-lo-zh-CN=zh-CN,lo-en-US=en-US}
 out=${1:-bench/results/quality-$(date -u +%Y%m%d-%H%M%S)}
 if [[ ! -r $sites ]]; then
 	echo "quality.sh: $sites not found; install the corpus with ../shared/corpus/install.sh" >&2
@@ -47,6 +51,7 @@ else
 	# A run whose report is not ok (coverage below 1, say) still scored the
 	# judged queries; the report's failures say what went wrong.
 	"$out/sou" testnet run --nodes "$nodes" --hosts 0 --pages 0 --sites "$sites" --qrels "$qrels" \
+		${readers:+--qrels-lang "$readers"} \
 		--json --timeout 30m --report-dir "$out/run" >"$out/run/stdout.json" 2>"$out/run/progress.log" ||
 		echo "testnet run exited $?: see $out/run/report.md" >&2
 	rm -f "$out/sou"

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/text/language"
+
 	"sou/eval"
 	"sou/index"
 	"sou/search"
@@ -28,7 +30,7 @@ import (
 //	SOU_BENCH=1 SOU_QUALITY_NODES=COPY SOU_QUALITY_QRELS=a.tsv,b.tsv [SOU_QUALITY_SPLIT=dev]
 //	  [SOU_QUALITY_VARIANTS='[{"name":"no static","params":{"StaticWeight":0}}]']
 //	  [SOU_QUALITY_OUT=signals.md] [SOU_QUALITY_MISSES=misses.tsv] [SOU_QUALITY_UNSTEMMED=1]
-//	  [SOU_QUALITY_DIAGNOSE=why.tsv] [SOU_QUALITY_RANKS=ranks.tsv]
+//	  [SOU_QUALITY_DIAGNOSE=why.tsv] [SOU_QUALITY_RANKS=ranks.tsv] [SOU_QUALITY_READERS=lo-zh-CN=zh-CN]
 //	  go test -run TestQualityNodes -v -timeout 2h ./bench/
 //
 // A variant's params are JSON merged over search.DefaultParams();
@@ -63,6 +65,10 @@ func TestQualityNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	readers, err := qualityReaders(os.Getenv("SOU_QUALITY_READERS"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var an *index.Analyzer
 	if os.Getenv("SOU_QUALITY_UNSTEMMED") == "1" {
 		if an, err = index.LoadAnalyzer(); err != nil {
@@ -88,7 +94,7 @@ func TestQualityNodes(t *testing.T) {
 		var base eval.Score
 		var baseCPU float64
 		for i, v := range variants {
-			search := shards.Searcher(v.Params)
+			search := shards.Searcher(v.Params, readers[s.Name])
 			// One untimed pass warms the shards' caches (Badger blocks, DF
 			// cache) so that every variant's latency is measured alike.
 			if _, err := eval.Run(ctx, s, split, search, 1); err != nil {
@@ -173,6 +179,23 @@ func diagnoseMisses(ctx context.Context, t *testing.T, shards *NodeShards, p sea
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", set, o.ID, o.Query, why, d.Rank, strings.Join(d.Missing, " "))
 	}
 	t.Logf("%s misses: %v", set, counts)
+}
+
+// qualityReaders reads SOU_QUALITY_READERS, SET=LANGUAGE[,...] as `sou
+// testnet run --qrels-lang` does (eval.ParseReaders): the language of a
+// set's readers, whose searches then carry its script as the node's lang
+// parameter would (search.Request.Script). A set not named is searched
+// for a reader the engine knows nothing of.
+func qualityReaders(spec string) (map[string]index.Script, error) {
+	langs, err := eval.ParseReaders(strings.FieldsFunc(spec, func(r rune) bool { return r == ',' }))
+	if err != nil {
+		return nil, fmt.Errorf("SOU_QUALITY_READERS: %w", err)
+	}
+	readers := map[string]index.Script{}
+	for set, lang := range langs {
+		readers[set] = search.ReaderScript(language.Make(lang))
+	}
+	return readers, nil
 }
 
 // qualityVariant is one ranking to score.
@@ -260,7 +283,7 @@ func TestQualityTune(t *testing.T) {
 		sum := 0.0
 		var parts []string
 		for _, s := range sets {
-			outs, err := eval.Run(ctx, s, eval.Dev, shards.Searcher(p), 2)
+			outs, err := eval.Run(ctx, s, eval.Dev, shards.Searcher(p, index.ScriptUnknown), 2)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -122,11 +122,13 @@ func (s *NodeShards) Coordinators(p search.Params) []*search.Coordinator {
 }
 
 // Searcher returns an eval.Searcher that asks node 0's coordinator, as
-// `sou testnet run --qrels` does, with ranking p.
-func (s *NodeShards) Searcher(p search.Params) eval.Searcher {
+// `sou testnet run --qrels` does, with ranking p, for a reader of script
+// (search.Request.Script; ScriptUnknown: a reader the engine knows nothing
+// of).
+func (s *NodeShards) Searcher(p search.Params, script index.Script) eval.Searcher {
 	c := s.Coordinators(p)[0]
 	return func(ctx context.Context, q string) (eval.Answer, error) {
-		resp, err := c.Search(ctx, search.Request{Query: q, N: eval.Cutoff, Timeout: 10 * time.Second})
+		resp, err := c.Search(ctx, search.Request{Query: q, N: eval.Cutoff, Timeout: 10 * time.Second, Script: script})
 		if errors.Is(err, search.ErrBadRequest) {
 			return eval.Answer{}, nil // a query with no search terms finds nothing
 		}

@@ -130,7 +130,7 @@
 //	c:m/seq                                        -> Badger sequence lease for queue and processing keys (engine)
 //	c:x/<exact content hash:16>                    -> URL            exact duplicates (simhash.go)
 //	c:n/<band:1><value:2 BE><simhash:8 BE><url>    -> empty          SimHash bands for near duplicates (simhash.go)
-//	c:nu/<url>                                     -> exact(16)+simhash(8): reverse entry of a claim (simhash.go)
+//	c:nu/<url>                                     -> exact(16)+simhash(8)+lang: reverse entry of a claim (simhash.go; a near duplicate is one of the same lang)
 //
 // Host keys are HostKey values (lowercase host, ":port" when not default);
 // they never contain "/", so every per-host prefix is unambiguous.

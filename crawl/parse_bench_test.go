@@ -173,7 +173,7 @@ func BenchmarkNearDupClaim(b *testing.B) {
 		h := mix64(uint64(i))
 		var exact [16]byte
 		binary.BigEndian.PutUint64(exact[:], h)
-		if _, err := idx.Claim(ctx, "http://h.example/p"+itoa(i), exact, mix64(h)); err != nil {
+		if _, err := idx.Claim(ctx, "http://h.example/p"+itoa(i), "", exact, mix64(h)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -239,7 +239,7 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 			}
 		}
 		if !parsed.NoIndex {
-			dupOf, err := c.dups.Claim(ctx, e.URL, page.ContentHash, page.SimHash)
+			dupOf, err := c.dups.Claim(ctx, e.URL, page.Lang, page.ContentHash, page.SimHash)
 			if err != nil {
 				return fmt.Errorf("near-duplicate claim: %w", err)
 			}

@@ -32,7 +32,7 @@ import (
 //
 //	"c:x/" + exact[16]                                  -> url
 //	"c:n/" + band[1] + bandValue[2 BE] + sim[8 BE] + url  -> (empty)
-//	"c:nu/" + url                                        -> exact[16] + sim[8 BE]
+//	"c:nu/" + url                                        -> exact[16] + sim[8 BE] + lang
 //
 // The 64-bit simhash is cut into 4 bands of 16 bits; two hashes within
 // Hamming distance 3 share at least one band exactly (pigeonhole), so a
@@ -40,6 +40,13 @@ import (
 // which is part of the key (no value reads). The reverse "c:nu/" entry makes
 // a re-claim idempotent and lets a changed page replace its old entries.
 // Distances above 3 are checked only among candidates sharing a band.
+//
+// A near duplicate must declare the same language (Page.Lang) as the copy
+// it is a duplicate of: a manual's untranslated pages are its English text
+// under another language's navigation, within a few bits of the English
+// page, yet each is its own readers' copy. The language is read from the
+// candidate's "c:nu/" entry, only for candidates within the distance.
+// Exact duplicates are the same text, whatever the declared language.
 
 var (
 	prefixExact   = []byte("c:x/")
@@ -390,15 +397,16 @@ func nearKey(sim uint64, band int, url string) []byte {
 	return append(k, url...)
 }
 
-// Claim records (exact, sim) for url unless another url holds the same
-// exact hash or a simhash within maxDistance and is the canonical copy of
-// the two (canonicalBefore); then it returns that url as dupOf and records
+// Claim records (exact, sim) for url, a page in language lang, unless
+// another url holds the same exact hash, or a simhash within maxDistance
+// and the same language, and is the canonical copy of the two
+// (canonicalBefore); then it returns that url as dupOf and records
 // nothing. A url that is the canonical copy takes the exact hash over (the
 // earlier holder stays stored: it was not a duplicate when it came), so
 // which copy is kept does not depend on which was crawled first.
 // Re-claiming with the same url and fingerprints is idempotent;
 // re-claiming with new fingerprints replaces the old ones.
-func (n *NearDupIndex) Claim(ctx context.Context, url string, exact [16]byte, sim uint64) (dupOf string, err error) {
+func (n *NearDupIndex) Claim(ctx context.Context, url, lang string, exact [16]byte, sim uint64) (dupOf string, err error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -410,9 +418,10 @@ func (n *NearDupIndex) Claim(ctx context.Context, url string, exact [16]byte, si
 	for attempt := 0; attempt < 5; attempt++ {
 		dupOf = ""
 		err = n.db.Update(func(txn *badger.Txn) error {
-			want := make([]byte, 24)
+			want := make([]byte, 24, 24+len(lang))
 			copy(want, exact[:])
 			binary.BigEndian.PutUint64(want[16:], sim)
+			want = append(want, lang...)
 			old, err := getValue(txn, nearURLKey(url))
 			if err != nil {
 				return err
@@ -435,7 +444,7 @@ func (n *NearDupIndex) Claim(ctx context.Context, url string, exact [16]byte, si
 			}
 			// A zero simhash means "no words": nothing to compare.
 			if n.maxDistance >= 0 && sim != 0 {
-				d, err := n.findNear(txn, url, sim)
+				d, err := n.findNear(txn, url, lang, sim)
 				if err != nil {
 					return err
 				}
@@ -464,9 +473,9 @@ func (n *NearDupIndex) Claim(ctx context.Context, url string, exact [16]byte, si
 	return dupOf, nil
 }
 
-// findNear scans the four bands of sim for another url within maxDistance,
-// returning the closest.
-func (n *NearDupIndex) findNear(txn *badger.Txn, url string, sim uint64) (string, error) {
+// findNear scans the four bands of sim for another url of language lang
+// within maxDistance, returning the closest.
+func (n *NearDupIndex) findNear(txn *badger.Txn, url, lang string, sim uint64) (string, error) {
 	best, bestDist := "", n.maxDistance+1
 	opts := badger.IteratorOptions{PrefetchValues: false}
 	for b := 0; b < 4; b++ {
@@ -483,9 +492,19 @@ func (n *NearDupIndex) findNear(txn *badger.Txn, url string, sim uint64) (string
 			if string(otherURL) == url {
 				continue
 			}
-			if d := HammingDistance(sim, other); d < bestDist || (d == bestDist && best != "" && string(otherURL) < best) {
-				best, bestDist = string(otherURL), d
+			d := HammingDistance(sim, other)
+			if d > bestDist || d == bestDist && (best == "" || string(otherURL) >= best) {
+				continue
 			}
+			rev, err := getValue(txn, nearURLKey(string(otherURL)))
+			if err != nil {
+				it.Close()
+				return "", err
+			}
+			if len(rev) < 24 || string(rev[24:]) != lang {
+				continue
+			}
+			best, bestDist = string(otherURL), d
 		}
 		it.Close()
 	}
@@ -494,7 +513,7 @@ func (n *NearDupIndex) findNear(txn *badger.Txn, url string, sim uint64) (string
 
 // deleteEntries removes url's entries described by a reverse value.
 func (n *NearDupIndex) deleteEntries(txn *badger.Txn, url string, rev []byte) error {
-	if len(rev) != 24 {
+	if len(rev) < 24 {
 		return txn.Delete(nearURLKey(url))
 	}
 	var exact [16]byte

@@ -133,7 +133,7 @@ func TestNearDupIndex(t *testing.T) {
 
 	claim := func(url string, exact [16]byte, sim uint64, want string) {
 		t.Helper()
-		got, err := idx.Claim(ctx, url, exact, sim)
+		got, err := idx.Claim(ctx, url, "", exact, sim)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,13 +204,13 @@ func TestNearDupIndexExactOnly(t *testing.T) {
 	defer db.Close()
 	idx := NewNearDupIndex(db, -1)
 	ctx := context.Background()
-	if d, _ := idx.Claim(ctx, "http://a/", [16]byte{1}, 42); d != "" {
+	if d, _ := idx.Claim(ctx, "http://a/", "", [16]byte{1}, 42); d != "" {
 		t.Fatal(d)
 	}
-	if d, _ := idx.Claim(ctx, "http://b/", [16]byte{2}, 42); d != "" {
+	if d, _ := idx.Claim(ctx, "http://b/", "", [16]byte{2}, 42); d != "" {
 		t.Fatalf("near-dup detection disabled, got %q", d)
 	}
-	if d, _ := idx.Claim(ctx, "http://c/", [16]byte{1}, 7); d != "http://a/" {
+	if d, _ := idx.Claim(ctx, "http://c/", "", [16]byte{1}, 7); d != "http://a/" {
 		t.Fatalf("exact dup missed: %q", d)
 	}
 }
@@ -236,7 +236,7 @@ func TestNearDupIndexConcurrent(t *testing.T) {
 				e = [16]byte{byte(i)}
 				s = sim ^ (1 << (i % 64))
 			}
-			dup, err := idx.Claim(ctx, fmt.Sprintf("http://h%d/", i), e, s)
+			dup, err := idx.Claim(ctx, fmt.Sprintf("http://h%d/", i), "", e, s)
 			if err != nil {
 				t.Error(err)
 			}
@@ -255,7 +255,7 @@ func TestNearDupIndexConcurrent(t *testing.T) {
 			t.Errorf("%s called a duplicate of the less canonical %s", u, r)
 		}
 	}
-	if dup, err := idx.Claim(ctx, "http://h99/", exact, sim); err != nil || dup != "http://h0/" {
+	if dup, err := idx.Claim(ctx, "http://h99/", "", exact, sim); err != nil || dup != "http://h0/" {
 		t.Fatalf("a late copy is a duplicate of %q (%v), want http://h0/", dup, err)
 	}
 }
@@ -283,6 +283,40 @@ func TestErrorClassNames(t *testing.T) {
 	for _, tc := range tests {
 		if got := ErrorClass(tc.err); got != tc.want {
 			t.Errorf("ErrorClass(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// A near duplicate must declare the language of the copy it duplicates:
+// the untranslated zh-CN page of a manual (its English text under Chinese
+// navigation) is its readers' copy, not a duplicate of the English page.
+// The same text is a duplicate whatever the language.
+func TestNearDuplicatesOfOneLanguage(t *testing.T) {
+	db := openTestBadger(t, t.TempDir())
+	defer db.Close()
+	ctx := context.Background()
+	idx := NewNearDupIndex(db, 3)
+	text := strings.Join(simDoc(3, 50), " ")
+	exact, sim := ContentHash(text), SimHash(text)
+	for _, tc := range []struct {
+		url, lang string
+		exact     [16]byte
+		sim       uint64
+		want      string
+	}{
+		{"http://help.test/en-US/p.html", "en-us", exact, sim, ""},
+		{"http://help.test/zh-CN/p.html", "zh-cn", [16]byte{1}, sim ^ 0b11, ""},
+		{"http://help.test/zh-CN/p.html?v=2", "zh-cn", [16]byte{2}, sim ^ 0b1, "http://help.test/zh-CN/p.html"},
+		{"http://help.test/en-US/p.html?v=2", "en-us", [16]byte{3}, sim ^ 0b1, "http://help.test/en-US/p.html"},
+		{"http://help.test/zh-TW/p.html", "zh-tw", exact, sim, "http://help.test/en-US/p.html"},
+		{"http://other.test/x.html", "", [16]byte{4}, sim ^ 0b100, ""},
+	} {
+		got, err := idx.Claim(ctx, tc.url, tc.lang, tc.exact, tc.sim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("Claim(%s, %q) = %q, want %q", tc.url, tc.lang, got, tc.want)
 		}
 	}
 }

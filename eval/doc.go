@@ -24,6 +24,11 @@
 //     reported, and left out of the metrics: a partial answer is a network
 //     fault, not a ranking result. The metrics average over the searches
 //     that answered completely.
+//   - A set's readers may have a language (ParseReaders; `sou eval
+//     --qrels-lang`, `sou testnet run --qrels-lang`): the searcher sends
+//     it with each query as the node's lang parameter, as a reader's
+//     browser sends Accept-Language. Without it a query carries nothing
+//     but its text.
 //   - Split: a query belongs to the held-out test part when
 //     FNV-1a-32(QID) mod 10 < 3 (about 30%), to the development part
 //     otherwise. The split depends on the QID alone, so it holds across

@@ -263,3 +263,19 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+func TestParseReaders(t *testing.T) {
+	got, err := ParseReaders([]string{"lo-zh-CN=zh-CN", " lo-zh-TW=zh-tw", "python=en"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"lo-zh-CN": "zh-CN", "lo-zh-TW": "zh-TW", "python": "en"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ParseReaders = %v, want %v", got, want)
+	}
+	for _, bad := range [][]string{{"zh-CN"}, {"=zh-CN"}, {"a=not a tag"}, {"a="}, {"a=zh", "a=en"}} {
+		if r, err := ParseReaders(bad); err == nil {
+			t.Errorf("ParseReaders(%q) = %v, want an error", bad, r)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/text/language"
+
 	"sou/crawl"
 	"sou/index"
 	"sou/p2p"
@@ -121,7 +123,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // and the UI.
 func searchRequest(r *http.Request) (search.Request, error) {
 	q := r.URL.Query()
-	req := search.Request{Query: q.Get("q")}
+	req := search.Request{Query: q.Get("q"), Script: readerScript(r)}
 	if len(req.Query) > maxQueryParam {
 		return req, fmt.Errorf("q is longer than %d bytes", maxQueryParam)
 	}
@@ -150,6 +152,26 @@ func searchRequest(r *http.Request) (search.Request, error) {
 		req.Timeout = d
 	}
 	return req, nil
+}
+
+// readerScript is the script the reader reads Chinese in, from ?lang= (a
+// language tag: zh, zh-TW, en) or else their first language in
+// Accept-Language; a query in Latin letters prefers pages in it.
+func readerScript(r *http.Request) index.Script {
+	if lang := r.URL.Query().Get("lang"); len(lang) <= maxAcceptLanguage {
+		if tag, err := language.Parse(lang); err == nil {
+			return search.ReaderScript(tag)
+		}
+	}
+	accept := r.Header.Get("Accept-Language")
+	if len(accept) > maxAcceptLanguage {
+		accept = accept[:maxAcceptLanguage]
+	}
+	tags, _, err := language.ParseAcceptLanguage(accept)
+	if err != nil || len(tags) == 0 {
+		return index.ScriptUnknown
+	}
+	return search.ReaderScript(tags[0])
 }
 
 func intParam(s string, def, lo, hi int, name string) (int, error) {

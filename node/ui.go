@@ -11,6 +11,9 @@ package node
 //     /dashboard/seed (form-encoded).
 //   - The UI language follows ?lang= (zh or en), else Accept-Language; a
 //     few labels (cached 快照, searching… 搜索中) carry both languages.
+//     The same language (any tag: zh-TW; else Accept-Language's first)
+//     gives the search its reader's script (search.Request.Script), for
+//     the UI and the JSON API alike (readerScript).
 //     The JavaScript reads its strings from data- attributes the server
 //     rendered, so one table (uiTexts) holds every text.
 //   - The pages obey the API's access rules: the search page is public
@@ -123,6 +126,9 @@ var uiTexts = map[string]*uiText{
 	},
 }
 
+// maxAcceptLanguage bounds the Accept-Language header read.
+const maxAcceptLanguage = 512
+
 var uiLangMatcher = language.NewMatcher([]language.Tag{language.English, language.Chinese})
 
 // uiLanguage picks the page language: ?lang= first, then Accept-Language.
@@ -131,8 +137,8 @@ func uiLanguage(r *http.Request) *uiText {
 		return uiTexts[l]
 	}
 	accept := r.Header.Get("Accept-Language")
-	if len(accept) > 512 {
-		accept = accept[:512]
+	if len(accept) > maxAcceptLanguage {
+		accept = accept[:maxAcceptLanguage]
 	}
 	tags, _, err := language.ParseAcceptLanguage(accept)
 	if err != nil || len(tags) == 0 {

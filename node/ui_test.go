@@ -256,3 +256,39 @@ func TestUILanguage(t *testing.T) {
 		}
 	}
 }
+
+// The reader's Chinese script comes from ?lang= (a language tag), else
+// the first language of Accept-Language, and reaches the search request.
+func TestReaderScriptFromLanguage(t *testing.T) {
+	tests := []struct {
+		query, accept string
+		want          index.Script
+	}{
+		{"", "", index.ScriptUnknown},
+		{"", "en-US,en;q=0.9", index.ScriptUnknown},
+		{"", "zh-CN,zh;q=0.9,en;q=0.8", index.ScriptSimplified},
+		{"", "zh-TW,zh;q=0.9", index.ScriptTraditional},
+		{"", "zh-HK", index.ScriptTraditional},
+		{"", "zh-Hant-CN", index.ScriptTraditional},
+		{"", "zh", index.ScriptSimplified},
+		{"", "en;q=0.5,zh-TW;q=0.9", index.ScriptTraditional}, // by weight, not order
+		{"", "ja,zh-CN;q=0.5", index.ScriptUnknown},
+		{"", "garbage;;;" + strings.Repeat("x", 2000), index.ScriptUnknown},
+		{"lang=zh", "en", index.ScriptSimplified},
+		{"lang=zh-TW", "zh-CN", index.ScriptTraditional},
+		{"lang=en", "zh-CN", index.ScriptUnknown},
+		{"lang=%ZZ", "zh-TW", index.ScriptTraditional}, // not a tag: the header decides
+		{"lang=zh-" + strings.Repeat("x", 5000), "zh-TW", index.ScriptTraditional},
+	}
+	for _, tc := range tests {
+		r, _ := http.NewRequest("GET", "/search?q=calc+service&"+tc.query, nil)
+		r.Header.Set("Accept-Language", tc.accept)
+		req, err := searchRequest(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Script != tc.want {
+			t.Errorf("%s Accept-Language %.40q: script %d, want %d", tc.query, tc.accept, req.Script, tc.want)
+		}
+	}
+}

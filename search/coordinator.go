@@ -74,6 +74,12 @@ type Request struct {
 	Page    int // 1-based
 	N       int // results per page
 	Timeout time.Duration
+	// Script is the script the reader reads Chinese in (from their
+	// language: zh-CN Simplified, zh-TW Traditional), ScriptUnknown if
+	// not known. A query whose own characters do not tell a script (Latin
+	// letters, or Han characters both scripts use) prefers pages in it,
+	// as a query in one script prefers its own (Params.SameScript).
+	Script index.Script
 }
 
 // MaxResultsPerPage bounds Request.N.
@@ -224,10 +230,14 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 	if timeout < 0 || timeout > c.cfg.MaxDeadline {
 		return nil, fmt.Errorf("%w: timeout must be between 1ms and %v", ErrBadRequest, c.cfg.MaxDeadline)
 	}
+	if req.Script > index.ScriptTraditional {
+		return nil, fmt.Errorf("%w: unknown script %d", ErrBadRequest, req.Script)
+	}
 	q, err := ParseQuery(req.Query, c.analyzer)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	q.preferScript(req.Script)
 	key := cacheKey(q, req.Page, req.N)
 	if r, ok := c.cache.get(key); ok {
 		cp := *r
@@ -305,7 +315,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 		dropped int
 	}
 	replies := make(chan reply, len(members))
-	wire, err := encodeShardRequest(shardRequest{analyzer: c.analyzer.Version(), query: q.Raw(), k: k})
+	wire, err := encodeShardRequest(shardRequest{analyzer: c.analyzer.Version(), query: q.Raw(), script: q.script, k: k})
 	for _, m := range members {
 		go func(m string) {
 			t0 := time.Now()
@@ -445,6 +455,7 @@ func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("parse forwarded query: %w", err)
 	}
+	q.preferScript(r.script)
 	if len(r.snippetURLs) > 0 {
 		snips, err := c.local.Snippets(ctx, q, r.snippetURLs, r.termPlaces, c.hostFilter)
 		if err != nil {
@@ -558,7 +569,9 @@ func (c *Coordinator) merge(all []scored, terms []string) []Result {
 		if all[i].score != all[j].score {
 			return all[i].score > all[j].score
 		}
-		return all[i].c.URL < all[j].c.URL
+		// Of copies that score alike (a mirror, a page's untranslated
+		// copies) the canonical one comes first and is the one shown.
+		return canonicalBefore(all[i].c.URL, all[j].c.URL)
 	})
 	var out []Result
 	seenURL := map[string]int{}
@@ -618,7 +631,7 @@ func canonicalBefore(a, b string) bool {
 }
 
 func cacheKey(q *Query, page, n int) string {
-	return fmt.Sprintf("%s\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), page, n)
+	return fmt.Sprintf("%s\x00%d\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), q.script, page, n)
 }
 
 // Wire format of the search protocol, version 4: JSON objects, small and
@@ -629,9 +642,12 @@ func cacheKey(q *Query, page, n int) string {
 // another version with its version alone, and a coordinator refuses an
 // answer of another version (a failed shard in Coverage, "analyzer version
 // X, want Y"), so that statistics and scores of two analyzers are never
-// merged. A candidate carries what Score reads: per query term its TF in
-// each field, its field lengths, static rank and proximity counts, and no
-// snippet: snippets are asked for by URL, for the results shown (U).
+// merged. A request carries the reader's script (S, Request.Script) when
+// the search has one; a shard that ignores it still answers, and the
+// coordinator rescores its candidates with it. A candidate carries what
+// Score reads: per query term its TF in each field, its field lengths,
+// static rank and proximity counts, and no snippet: snippets are asked
+// for by URL, for the results shown (U).
 //
 // WireVersion is that version.
 const WireVersion = 4
@@ -649,7 +665,10 @@ type shardRequestWire struct {
 	V int    `json:"v"`
 	A string `json:"a"`
 	Q string `json:"q"`
-	K int    `json:"k"`
+	// S is the reader's script (Request.Script), for a query whose own
+	// characters do not tell one.
+	S index.Script `json:"s,omitempty"`
+	K int          `json:"k"`
 	// U, when set, asks for the snippets of these pages instead of
 	// candidates (K is then ignored).
 	U []string `json:"u,omitempty"`
@@ -662,13 +681,14 @@ type shardRequestWire struct {
 type shardRequest struct {
 	analyzer    string
 	query       string
+	script      index.Script
 	k           int
 	snippetURLs []string
 	termPlaces  [][]int8
 }
 
 func encodeShardRequest(r shardRequest) ([]byte, error) {
-	return json.Marshal(shardRequestWire{V: WireVersion, A: r.analyzer, Q: r.query, K: r.k, U: r.snippetURLs, P: r.termPlaces})
+	return json.Marshal(shardRequestWire{V: WireVersion, A: r.analyzer, Q: r.query, S: r.script, K: r.k, U: r.snippetURLs, P: r.termPlaces})
 }
 
 func decodeShardRequest(b []byte) (shardRequest, error) {
@@ -712,7 +732,10 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 			}
 		}
 	}
-	return shardRequest{analyzer: w.A, query: w.Q, k: w.K, snippetURLs: w.U, termPlaces: w.P}, nil
+	if w.S > index.ScriptTraditional {
+		return shardRequest{}, fmt.Errorf("shard request script %d", w.S)
+	}
+	return shardRequest{analyzer: w.A, query: w.Q, script: w.S, k: w.K, snippetURLs: w.U, termPlaces: w.P}, nil
 }
 
 type snippetResponseWire struct {

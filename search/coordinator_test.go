@@ -510,7 +510,8 @@ func TestShardWireRejectsGarbage(t *testing.T) {
 		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["http://a.test/"],"p":[[-1]]}`),
 		[]byte(`{"v":4,"a":"x","q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
 		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
-		[]byte(`{"v":4,"q":"x","k":10}`), // no analyzer version
+		[]byte(`{"v":4,"a":"x","q":"x","k":10,"s":3}`), // no such script
+		[]byte(`{"v":4,"q":"x","k":10}`),               // no analyzer version
 		[]byte(`{"v":4,"a":"` + strings.Repeat("x", maxAnalyzerVersionBytes+1) + `","q":"x","k":10}`),
 	} {
 		if _, err := decodeShardRequest(b); err == nil {
@@ -1019,5 +1020,104 @@ func TestDeepShardRequestsOneAtATime(t *testing.T) {
 	}
 	if len(shard.deep) != 0 {
 		t.Fatal("a finished deep request kept its slot")
+	}
+}
+
+// A query in Latin letters tells no script, so of a help page's English,
+// Simplified and Traditional copies (the same English text, each with its
+// language's navigation) the reader's comes first when the request names
+// the reader's script; without it the shortest, the English, does. The
+// shards choose their candidates with the reader's script too (a shard
+// asked for one candidate returns the reader's copy), and a cached answer
+// for one reader is not served to another.
+func TestReaderScriptPrefersTheReadersCopy(t *testing.T) {
+	text := "The Calc service gives access to spreadsheets. Calc service methods: SetFormula, GetValue."
+	docs := []*index.Document{
+		{URL: "http://help.test/en-US/sf_calc.html", Host: "help.test", Title: "Calc service", Body: text},
+		{URL: "http://help.test/zh-CN/sf_calc.html", Host: "help.test", Title: "Calc service", Body: "帮助内容 搜索这些说明 " + text + " 这个页面的评论"},
+		{URL: "http://help.test/zh-TW/sf_calc.html", Host: "help.test", Title: "Calc service", Body: "說明內容 搜尋這些說明 " + text + " 這個頁面的評論"},
+	}
+	for _, d := range docs {
+		d.Status, d.ContentType = 200, "text/html"
+	}
+	// The English and Simplified copies on one shard, the Traditional on
+	// the other.
+	coords, _, _ := network(t, 2, docs, func(i int) int { return i / 2 })
+	ctx := context.Background()
+	for _, tc := range []struct {
+		script index.Script
+		first  string
+	}{
+		{index.ScriptUnknown, docs[0].URL},
+		{index.ScriptSimplified, docs[1].URL},
+		{index.ScriptTraditional, docs[2].URL},
+		{index.ScriptSimplified, docs[1].URL}, // again: may come from the cache
+	} {
+		var scores []float64
+		for i, c := range coords {
+			resp, err := c.Search(ctx, Request{Query: "calc service", N: 3, Script: tc.script})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Results) != 3 || resp.Results[0].URL != tc.first {
+				t.Fatalf("reader's script %d, coordinator %d: %v, want %s first", tc.script, i, resp.Results, tc.first)
+			}
+			var s []float64
+			for _, r := range resp.Results {
+				s = append(s, r.Score)
+			}
+			if scores != nil && !slices.Equal(s, scores) {
+				t.Errorf("reader's script %d: coordinator %d scores %v, coordinator 0 %v", tc.script, i, s, scores)
+			}
+			scores = s
+		}
+	}
+	for _, tc := range []struct {
+		script index.Script
+		want   string
+	}{{index.ScriptUnknown, docs[0].URL}, {index.ScriptSimplified, docs[1].URL}} {
+		req, err := encodeShardRequest(shardRequest{analyzer: index.SharedAnalyzer().Version(), query: "calc service", script: tc.script, k: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := coords[0].HandleShardRequest(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := decodeShardResponse(b, index.SharedAnalyzer().Version())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Candidates) != 1 || res.Candidates[0].URL != tc.want {
+			t.Errorf("shard asked for one candidate for a reader of script %d: %v, want %s", tc.script, urls(res), tc.want)
+		}
+	}
+	if _, err := coords[0].Search(ctx, Request{Query: "calc service", N: 3, Script: index.ScriptTraditional + 1}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("unknown reader's script: %v, want ErrBadRequest", err)
+	}
+}
+
+// Of near-duplicate copies that score alike, the canonical one (the
+// crawl's rule: the shorter URL) is shown, not the first in byte order,
+// which put a mirror's host (help-gbk.) before the original's (help.).
+func TestTiedNearDuplicatesShowTheCanonicalCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	orig := coordDoc(rng, 1)
+	orig.URL, orig.Host = "http://help.sim.test/p1.html", "help.sim.test"
+	orig.Title, orig.Body = "zebra title", "zebra crossing and more zebra text"
+	mirror := *orig
+	mirror.URL, mirror.Host = "http://help-gbk.sim.test/p1.html", "help-gbk.sim.test"
+	mirror.ContentHash[5] ^= 1          // not the same text
+	mirror.SimHash = orig.SimHash ^ 0b1 // but nearly
+	if mirror.URL > orig.URL || !canonicalBefore(orig.URL, mirror.URL) {
+		t.Fatal("test setup: the mirror must come first in byte order, the original be canonical")
+	}
+	coords, _, _ := network(t, 2, []*index.Document{&mirror, orig}, func(i int) int { return i })
+	resp, err := coords[0].Search(context.Background(), Request{Query: "zebra", N: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) != 1 || resp.Results[0].URL != orig.URL || !slices.Equal(resp.Results[0].Duplicates, []string{mirror.URL}) {
+		t.Fatalf("results %+v, want %s with the mirror as its duplicate", resp.Results, orig.URL)
 	}
 }

@@ -43,7 +43,14 @@
 // characters of one script adds SameScript to pages written in that
 // script (Candidate.Script), so that of a help page's Simplified and
 // Traditional copies, both found through folding, the reader's comes
-// first. DefaultParams says why each default is what it is.
+// first. A query whose characters tell no script (Latin letters, or Han
+// characters both scripts write alike) takes the reader's script when the
+// request names one (Request.Script, from the reader's language): the
+// help index of a Chinese manual keeps many entries in English, and a
+// Chinese reader typing one wants the Chinese copy of the page, which
+// nothing in the query's text can tell from the English one. The script
+// travels to the shards, which choose their candidates with it.
+// DefaultParams says why each default is what it is.
 //
 // Score is one pure function; the local engine runs the same arithmetic in
 // the same order, so a coordinator rescoring a Candidate with the same

@@ -47,11 +47,19 @@ type Group struct {
 // subdomain; no host may match ExcludeSites.
 type Query struct {
 	raw          string
-	script       index.Script // of the query's text (Params.SameScript)
+	script       index.Script // of the query's text, else the reader's (Params.SameScript)
 	Groups       []Group
 	Exclude      []Clause `json:",omitempty"`
 	Sites        []string `json:",omitempty"`
 	ExcludeSites []string `json:",omitempty"`
+}
+
+// preferScript makes s the script the query prefers pages in when its
+// own characters tell none (Request.Script).
+func (q *Query) preferScript(s index.Script) {
+	if q.script == index.ScriptUnknown {
+		q.script = s
+	}
 }
 
 // Raw returns the query text as typed (after replacing invalid UTF-8 and

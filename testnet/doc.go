@@ -14,7 +14,8 @@
 //     by default, the dev and test parts then reported apart). Searches
 //     that fail or miss a peer are counted, not scored. The search section
 //     keeps the first file's mrr10, s10, s1 and ndcg10; --report-dir gets
-//     misses.tsv.
+//     misses.tsv. --qrels-lang SET=LANGUAGE sends a set's queries with its
+//     readers' language (the search API's lang), as their browsers would.
 //   - On a web of directory sites, the crawl section's corpus_html_* keys
 //     count the .html and .htm files under the docroots (each path, a
 //     symlink included; not inside symlinked directories) and those the

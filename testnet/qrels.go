@@ -35,19 +35,25 @@ const qrelsDeadline = 2 * time.Second
 // scoreQrels runs the judged queries of each file (the part split) at node
 // p, one at a time so that the latencies are the searches' own, and fills
 // the search section's quality keys: mrr10, s10, s1 and ndcg10 of the first
-// file, and one qrels entry per file.
-func scoreQrels(ctx context.Context, p *nodeProc, files []string, split eval.Split, sr *SearchReport, logf func(string, ...any)) error {
-	searcher := func(ctx context.Context, q string) (eval.Answer, error) {
-		v := url.Values{"q": {q}, "n": {"10"}, "timeout": {qrelsDeadline.String()}}
-		var resp search.Response
-		if err := p.getJSON(ctx, "/api/search?"+v.Encode(), &resp); err != nil {
-			return eval.Answer{}, err
+// file, and one qrels entry per file. A set named in readers sends its
+// readers' language with each query.
+func scoreQrels(ctx context.Context, p *nodeProc, files []string, readers map[string]string, split eval.Split, sr *SearchReport, logf func(string, ...any)) error {
+	searcher := func(lang string) eval.Searcher {
+		return func(ctx context.Context, q string) (eval.Answer, error) {
+			v := url.Values{"q": {q}, "n": {"10"}, "timeout": {qrelsDeadline.String()}}
+			if lang != "" {
+				v.Set("lang", lang)
+			}
+			var resp search.Response
+			if err := p.getJSON(ctx, "/api/search?"+v.Encode(), &resp); err != nil {
+				return eval.Answer{}, err
+			}
+			a := eval.Answer{Partial: !resp.Coverage.Complete}
+			for _, r := range resp.Results {
+				a.URLs = append(a.URLs, r.URL)
+			}
+			return a, nil
 		}
-		a := eval.Answer{Partial: !resp.Coverage.Complete}
-		for _, r := range resp.Results {
-			a.URLs = append(a.URLs, r.URL)
-		}
-		return a, nil
 	}
 	sr.QrelsSplit = split
 	for i, path := range files {
@@ -55,7 +61,7 @@ func scoreQrels(ctx context.Context, p *nodeProc, files []string, split eval.Spl
 		if err != nil {
 			return fmt.Errorf("--qrels: %w", err)
 		}
-		outs, err := eval.Run(ctx, set, split, searcher, 1)
+		outs, err := eval.Run(ctx, set, split, searcher(readers[set.Name]), 1)
 		if err != nil {
 			return err
 		}
@@ -69,10 +75,18 @@ func scoreQrels(ctx context.Context, p *nodeProc, files []string, split eval.Spl
 		}
 		sr.Qrels = append(sr.Qrels, q)
 		sr.qrelsRuns = append(sr.qrelsRuns, qrelsRun{set: set.Name, outs: outs})
-		logf("qrels %s (%s): %d queries, %d answered, %d partial, %d failed; MRR@10 %.3f, S@1 %.3f, S@10 %.3f, nDCG@10 %.3f",
-			path, split, q.Queries, q.Answered, q.Partial, q.Failed, q.MRR10, q.S1, q.S10, q.NDCG10)
+		logf("qrels %s (%s%s): %d queries, %d answered, %d partial, %d failed; MRR@10 %.3f, S@1 %.3f, S@10 %.3f, nDCG@10 %.3f",
+			path, split, readerNote(readers[set.Name]), q.Queries, q.Answered, q.Partial, q.Failed, q.MRR10, q.S1, q.S10, q.NDCG10)
 	}
 	return nil
+}
+
+// readerNote names the readers' language of a set in the log, if any.
+func readerNote(lang string) string {
+	if lang == "" {
+		return ""
+	}
+	return ", readers " + lang
 }
 
 // writeMisses writes the misses file of the judged queries (eval.WriteMisses).

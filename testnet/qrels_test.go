@@ -93,17 +93,21 @@ func TestRunConfigValidationQrels(t *testing.T) {
 		name  string
 		files []string
 		split eval.Split
+		langs []string
 		want  string // "" = valid
 	}{
-		{"good", []string{good}, "", ""},
-		{"good, dev part", []string{good}, eval.Dev, ""},
-		{"bad line", []string{good, bad}, "", "bad.tsv: line 1"},
-		{"missing file", []string{filepath.Join(dir, "nope.tsv")}, "", "nope.tsv"},
-		{"bad split", []string{good}, "train", "--qrels-split"},
+		{"good", []string{good}, "", nil, ""},
+		{"good, dev part", []string{good}, eval.Dev, nil, ""},
+		{"bad line", []string{good, bad}, "", nil, "bad.tsv: line 1"},
+		{"missing file", []string{filepath.Join(dir, "nope.tsv")}, "", nil, "nope.tsv"},
+		{"bad split", []string{good}, "train", nil, "--qrels-split"},
+		{"readers' language", []string{good}, "", []string{strings.TrimSuffix(filepath.Base(good), ".tsv") + "=zh-CN"}, ""},
+		{"readers' language of no set", []string{good}, "", []string{"other=zh-CN"}, "--qrels-lang"},
+		{"readers' language not a tag", []string{good}, "", []string{"x=not a tag"}, "--qrels-lang"},
 	}
 	for _, tc := range tests {
 		cfg := base
-		cfg.Qrels, cfg.QrelsSplit = tc.files, tc.split
+		cfg.Qrels, cfg.QrelsSplit, cfg.QrelsLang = tc.files, tc.split, tc.langs
 		err := cfg.Validate()
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)

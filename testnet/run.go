@@ -68,6 +68,9 @@ type RunConfig struct {
 	// also as its mrr10, s10, s1 and ndcg10); ReportDir gets their misses.
 	Qrels      []string
 	QrelsSplit eval.Split
+	// QrelsLang gives sets' readers a language (SET=LANGUAGE, see
+	// eval.ParseReaders), sent with their queries.
+	QrelsLang []string
 	// Hostile is how many attackers (testnet/attack) join the network
 	// once it has formed and attack it through the crawl and the query
 	// phase; HostileClasses selects their attack classes (nil = all).
@@ -135,13 +138,25 @@ func (c *RunConfig) Validate() error {
 			return fmt.Errorf("--hostile-classes: unknown class %q (want all or some of %s)", cl, strings.Join(attack.Classes, ", "))
 		}
 	}
+	sets := map[string]bool{}
 	for _, q := range c.Qrels {
 		// Read now: a bad line should not wait for the end of the crawl.
-		if _, err := eval.ReadFile(q); err != nil {
+		set, err := eval.ReadFile(q)
+		if err != nil {
 			return fmt.Errorf("--qrels: %w", err)
 		}
+		sets[set.Name] = true
 		if c.Queries == 0 {
 			return errors.New("--qrels needs the query phase (--queries > 0)")
+		}
+	}
+	readers, err := eval.ParseReaders(c.QrelsLang)
+	if err != nil {
+		return fmt.Errorf("--qrels-lang: %w", err)
+	}
+	for set := range readers {
+		if !sets[set] {
+			return fmt.Errorf("--qrels-lang: no --qrels file is set %s", set)
 		}
 	}
 	if c.QrelsSplit != "" {
@@ -324,7 +339,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 			if split == "" {
 				split = eval.All
 			}
-			if err := scoreQrels(ctx, l.live()[0], cfg.Qrels, split, sr, logf); err != nil {
+			readers, err := eval.ParseReaders(cfg.QrelsLang)
+			if err != nil {
+				return nil, fmt.Errorf("--qrels-lang: %w", err)
+			}
+			if err := scoreQrels(ctx, l.live()[0], cfg.Qrels, readers, split, sr, logf); err != nil {
 				return nil, err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,7 @@ const maxEvalConcurrency = 64
 
 func newEvalCmd() *cobra.Command {
 	var c clientFlags
-	var files []string
+	var files, langs []string
 	var missesPath, splitFlag string
 	var concurrency int
 	var timeout time.Duration
@@ -64,6 +65,10 @@ apart and not scored. Exit codes: 0 all answered, 1 some searches failed,
 			if timeout < 0 {
 				return usage(fmt.Errorf("--timeout %v: want a positive search deadline, or 0 for the node's default", timeout))
 			}
+			readers, err := eval.ParseReaders(langs)
+			if err != nil {
+				return usage(fmt.Errorf("--qrels-lang: %w", err))
+			}
 			sets := make([]eval.Set, 0, len(files))
 			for _, f := range files {
 				s, err := eval.ReadFile(f)
@@ -72,7 +77,12 @@ apart and not scored. Exit codes: 0 all answered, 1 some searches failed,
 				}
 				sets = append(sets, s)
 			}
-			o := evalOptions{concurrency: concurrency, timeout: timeout, out: cmd.OutOrStdout(), progress: cmd.ErrOrStderr()}
+			for name := range readers {
+				if !slices.ContainsFunc(sets, func(s eval.Set) bool { return s.Name == name }) {
+					return usage(fmt.Errorf("--qrels-lang: no --qrels file is set %s", name))
+				}
+			}
+			o := evalOptions{readers: readers, concurrency: concurrency, timeout: timeout, out: cmd.OutOrStdout(), progress: cmd.ErrOrStderr()}
 			if missesPath == "" {
 				return runEval(cmd.Context(), &c, sets, split, o)
 			}
@@ -92,6 +102,7 @@ apart and not scored. Exit codes: 0 all answered, 1 some searches failed,
 	c.register(cmd)
 	f := cmd.Flags()
 	f.StringSliceVar(&files, "qrels", nil, "judgment files, comma-separated or repeated")
+	f.StringSliceVar(&langs, "qrels-lang", nil, "language of a set's readers, SET=LANGUAGE (lo-zh-CN=zh-CN; SET is the file's name without extension), sent with its queries as a browser sends Accept-Language")
 	f.StringVar(&missesPath, "misses", "", "write every miss, partial and failed search here (tab-separated, with the top 10 returned)")
 	f.StringVar(&splitFlag, "split", string(eval.All), "part of each set to run: dev (tune on it), test (held out) or all (both, printed apart)")
 	f.IntVar(&concurrency, "concurrency", 1, "searches in flight at once (above 1, latency includes queueing at the node)")
@@ -100,6 +111,7 @@ apart and not scored. Exit codes: 0 all answered, 1 some searches failed,
 }
 
 type evalOptions struct {
+	readers     map[string]string // a set's readers' language (eval.ParseReaders)
 	concurrency int
 	timeout     time.Duration
 	misses      io.Writer // nil: no misses file
@@ -114,20 +126,25 @@ func runEval(ctx context.Context, c *clientFlags, sets []eval.Set, split eval.Sp
 	if err := c.call(ctx, "GET", "/api/status", nil, &st); err != nil {
 		return err
 	}
-	searcher := func(ctx context.Context, q string) (eval.Answer, error) {
-		v := url.Values{"q": {q}, "n": {fmt.Sprint(eval.Cutoff)}}
-		if o.timeout > 0 {
-			v.Set("timeout", o.timeout.String())
+	searcher := func(lang string) eval.Searcher {
+		return func(ctx context.Context, q string) (eval.Answer, error) {
+			v := url.Values{"q": {q}, "n": {fmt.Sprint(eval.Cutoff)}}
+			if o.timeout > 0 {
+				v.Set("timeout", o.timeout.String())
+			}
+			if lang != "" {
+				v.Set("lang", lang)
+			}
+			var resp search.Response
+			if err := c.call(ctx, "GET", "/api/search?"+v.Encode(), nil, &resp); err != nil {
+				return eval.Answer{}, err
+			}
+			a := eval.Answer{Partial: !resp.Coverage.Complete}
+			for _, r := range resp.Results {
+				a.URLs = append(a.URLs, r.URL)
+			}
+			return a, nil
 		}
-		var resp search.Response
-		if err := c.call(ctx, "GET", "/api/search?"+v.Encode(), nil, &resp); err != nil {
-			return eval.Answer{}, err
-		}
-		a := eval.Answer{Partial: !resp.Coverage.Complete}
-		for _, r := range resp.Results {
-			a.URLs = append(a.URLs, r.URL)
-		}
-		return a, nil
 	}
 	rep := evalReport{Node: c.node, Members: st.Members, Docs: st.Index.Docs, Split: split, At: time.Now().UTC()}
 	if o.misses != nil {
@@ -138,7 +155,7 @@ func runEval(ctx context.Context, c *clientFlags, sets []eval.Set, split eval.Sp
 	}
 	for _, s := range sets {
 		fmt.Fprintf(o.progress, "%s: %d judged queries (%s)\n", s.Name, len(s.Part(split).Judgments), split)
-		outs, err := eval.Run(ctx, s, split, searcher, o.concurrency)
+		outs, err := eval.Run(ctx, s, split, searcher(o.readers[s.Name]), o.concurrency)
 		if err != nil {
 			return err
 		}

@@ -189,6 +189,17 @@ func TestEvalCommand(t *testing.T) {
 				t.Errorf("all row %+v: want 1 failed and 1 answered and found", all)
 			}
 		}},
+		{"readers' language", []string{"--qrels", good, "--qrels-lang", "titles=zh-CN", "--json"}, 0, func(t *testing.T, out string) {
+			var rep evalReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			if all := rep.Scores[len(rep.Scores)-1]; all.Answered != len(lines) || all.S10 < 0.5 {
+				t.Errorf("all row %+v: want every query answered, most titles found", all)
+			}
+		}},
+		{"readers' language of no set", []string{"--qrels", good, "--qrels-lang", "other=zh-CN"}, exitUsage, nil},
+		{"readers' language not a tag", []string{"--qrels", good, "--qrels-lang", "titles=not a tag"}, exitUsage, nil},
 		{"unreachable node", []string{"--qrels", good, "--node", "http://127.0.0.1:1"}, exitUnreachable, nil},
 		{"no qrels", nil, exitUsage, nil},
 		{"bad split", []string{"--qrels", good, "--split", "train"}, exitUsage, nil},

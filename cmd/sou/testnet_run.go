@@ -68,6 +68,7 @@ func newTestnetRunCmd() *cobra.Command {
 	f.StringVar(&cfg.ReportDir, "report-dir", "", "write report.json, report.md and SVG plots (pages over time per node, fetch rate, query latency) to this directory")
 	f.IntVar(&cfg.Queries, "queries", 200, "queries in the query phase (0 = none)")
 	f.StringSliceVar(&cfg.Qrels, "qrels", nil, "known-item judgment files (QID<TAB>QUERY<TAB>URL[,URL...], see `sou eval`) to score as MRR@10, Success@1/10 and nDCG@10; --report-dir gets their misses")
+	f.StringSliceVar(&cfg.QrelsLang, "qrels-lang", nil, "language of a --qrels set's readers, SET=LANGUAGE (lo-zh-CN=zh-CN; SET is the file's name without extension), sent with its queries as a browser sends Accept-Language")
 	f.StringVar((*string)(&cfg.QrelsSplit), "qrels-split", string(eval.All), "part of each --qrels set to score: dev, test or all (both, reported apart)")
 	f.BoolVar(&cfg.KillAfterCrawl, "kill-after-crawl", false, "after the query phase, SIGKILL a node and check search coverage and the top 10 after the takeover")
 	f.IntVar(&cfg.Hostile, "hostile", 0, "start this many attackers (every attack class) once the network has formed; the report gains a hostile section")
