@@ -80,12 +80,7 @@ type Node struct {
 	limMu    sync.Mutex
 	limiters map[peer.ID]*peerLimit
 
-	obMu     sync.Mutex
-	senders  map[peer.ID]*senderSignals
-	inflight map[peer.ID]context.CancelFunc
-	obCount  map[peer.ID]int // records in each peer's outbox
-	seq      atomic.Uint64
-	depth    atomic.Int64
+	outbox *Outbox
 
 	claimMu sync.Mutex
 	hbMu    sync.Mutex
@@ -192,9 +187,11 @@ type Stats struct {
 	// node's subscription).
 	GossipDrops uint64
 	OutboxDepth int
-	// OutboxByPeer is the outbox depth of each peer with records waiting.
-	OutboxByPeer map[string]int `json:",omitempty"`
-	Members      int
+	// OutboxByPeer is the URL outbox depth of each peer with records
+	// waiting; OutboxByTopic the records waiting under each topic.
+	OutboxByPeer  map[string]int `json:",omitempty"`
+	OutboxByTopic map[string]int `json:",omitempty"`
+	Members       int
 }
 
 // ProtocolIDs are the stream protocols of a network: URL batches, search,
@@ -241,10 +238,9 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
 		limiters:     map[peer.ID]*peerLimit{},
-		senders:      map[peer.ID]*senderSignals{},
-		inflight:     map[peer.ID]context.CancelFunc{},
 		start:        time.Now(),
 	}
+	n.outbox = newOutbox(n)
 	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim = ProtocolIDs(cfg.Network)
 	n.topicName = MembershipTopic(cfg.Network)
 	// The node's goroutines live until Close, not until the caller's ctx
@@ -344,7 +340,7 @@ func (n *Node) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInf
 }
 
 func (n *Node) startRest(ctx context.Context) error {
-	if err := n.loadOutboxState(); err != nil {
+	if err := n.outbox.load(); err != nil {
 		return err
 	}
 	if n.priv = n.h.Peerstore().PrivKey(n.h.ID()); n.priv == nil {
@@ -418,7 +414,7 @@ func (n *Node) startRest(ctx context.Context) error {
 	n.goLoop(n.heartbeatLoop)
 	n.goLoop(n.maintenanceLoop)
 	n.goLoop(func() { n.bootstrap(boot) })
-	n.startPendingSenders()
+	n.outbox.startSenders()
 	return nil
 }
 
@@ -514,10 +510,10 @@ func (n *Node) close(announce bool) error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	// Barrier: kickSender checks closed under obMu, so no sender starts
-	// (wg.Add) once Close proceeds to wg.Wait.
-	n.obMu.Lock()
-	n.obMu.Unlock() //nolint:staticcheck // empty critical section is the barrier
+	// Barrier: the outbox checks closed under its lock, so no sender
+	// starts (wg.Add) once Close proceeds to wg.Wait.
+	n.outbox.mu.Lock()
+	n.outbox.mu.Unlock() //nolint:staticcheck // empty critical section is the barrier
 
 	if announce && n.topic != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -584,7 +580,13 @@ func (n *Node) Addrs() []ma.Multiaddr {
 }
 
 // OutboxDepth is the number of URL records waiting in outboxes.
-func (n *Node) OutboxDepth() int { return int(n.depth.Load()) }
+func (n *Node) OutboxDepth() int {
+	d, _ := n.outbox.Depth(TopicURLs)
+	return d
+}
+
+// Outbox is the node's durable per-peer outbox.
+func (n *Node) Outbox() *Outbox { return n.outbox }
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
@@ -600,12 +602,11 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	members := len(n.members) + 1
 	n.mu.Unlock()
-	n.obMu.Lock()
-	byPeer := make(map[string]int, len(n.obCount))
-	for p, c := range n.obCount {
+	urls, counts := n.outbox.Depth(TopicURLs)
+	byPeer := make(map[string]int, len(counts))
+	for p, c := range counts {
 		byPeer[p.String()] = c
 	}
-	n.obMu.Unlock()
 	return Stats{
 		URLsForwarded:        n.st.urlsForwarded.Load(),
 		URLsReceived:         n.st.urlsReceived.Load(),
@@ -635,8 +636,9 @@ func (n *Node) Stats() Stats {
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),
 		GossipDrops:          n.st.gossip.total(),
-		OutboxDepth:          n.OutboxDepth(),
+		OutboxDepth:          urls,
 		OutboxByPeer:         byPeer,
+		OutboxByTopic:        n.outbox.depthByTopic(),
 		Members:              members,
 	}
 }
