@@ -22,6 +22,11 @@ type Discovered struct {
 	SourceHost string // "" for seeds
 	Cash       float64
 	Depth      int
+	// Base is set when URL is an external script to fetch for its links
+	// (see Link.Base), which resolve against Base. Such a URL is no page:
+	// it is fetched once, neither stored nor counted against the host's
+	// page budget.
+	Base string
 }
 
 // Page is one fetched and parsed document handed to the node.
@@ -59,8 +64,9 @@ type Sink interface {
 
 // FetchedSink is an optional Sink method: it hears of every request that
 // settled a URL without a page to store (a redirect, an error status, a type
-// we do not parse) and of every sitemap fetched, so that a node can tell its
-// replicas what it already fetched. Best effort: it must not block.
+// we do not parse, an external script read for its links) and of every
+// sitemap fetched, so that a node can tell its replicas what it already
+// fetched. Best effort: it must not block.
 type FetchedSink interface {
 	Fetched(host, url string, sitemap bool)
 }
@@ -273,6 +279,7 @@ type Stats struct {
 	Hosts          int64   // hosts with any state
 	ActiveHosts    int64   // hosts with queued URLs
 	Fetched        int64   // page requests completed (any status) since start
+	ScriptsFetched int64   // external-script requests (link sources, not pages) completed since start
 	Stored         int64   // pages handed to Sink.Store since start
 	Duplicates     int64   // of which exact or near duplicates
 	Forwarded      int64   // links handed to Sink.Forward
@@ -304,7 +311,7 @@ type counters struct {
 	statuses map[string]int64
 	filtered map[string]int64
 
-	fetched, stored, duplicates, forwarded, robotsFetched, robotsDisallowed atomic.Int64
+	fetched, scriptsFetched, stored, duplicates, forwarded, robotsFetched, robotsDisallowed atomic.Int64
 
 	rate rateWindow
 }
@@ -501,7 +508,15 @@ func (c *Crawler) admit(d Discovered) (addItem, bool) {
 
 func (c *Crawler) admitURL(u *url.URL, d Discovered) (addItem, bool) {
 	depth := max(d.Depth, 0)
-	if reason, ok := c.filter.Check(u, depth); !ok {
+	check := c.filter.Check
+	if d.Base != "" {
+		if !validBase(d.Base) {
+			c.count.filter("bad_base")
+			return addItem{}, false
+		}
+		check = c.filter.CheckScript
+	}
+	if reason, ok := check(u, depth); !ok {
 		c.count.filter(reason)
 		return addItem{}, false
 	}
@@ -511,7 +526,20 @@ func (c *Crawler) admitURL(u *url.URL, d Discovered) (addItem, bool) {
 	}
 	host := HostKey(u)
 	c.res.Prefetch(u.Hostname())
-	return addItem{url: u.String(), host: host, cash: cash, depth: depth}, true
+	return addItem{url: u.String(), host: host, cash: cash, depth: depth, base: d.Base}, true
+}
+
+// maxBaseBytes caps the base URL an external script's entry carries.
+const maxBaseBytes = 2048
+
+// validBase reports whether b can be an external script's base: an
+// absolute http(s) URL of bounded length.
+func validBase(b string) bool {
+	if len(b) > maxBaseBytes {
+		return false
+	}
+	u, err := url.Parse(b)
+	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
 
 // addChunked adds items with extra in one transaction; when that is too big
@@ -553,6 +581,7 @@ func (c *Crawler) Stats() Stats {
 	s.Frontier, s.Hosts, s.ActiveHosts = fc.Queued, fc.Hosts, fc.Active
 	s.InFlight, s.Parked, s.SkippedHosts, s.ExhaustedHosts = fc.InFlight, fc.Parked, fc.Skipped, fc.Exhausted
 	s.Fetched = c.count.fetched.Load()
+	s.ScriptsFetched = c.count.scriptsFetched.Load()
 	s.Stored = c.count.stored.Load()
 	s.Duplicates = c.count.duplicates.Load()
 	s.Forwarded = c.count.forwarded.Load()

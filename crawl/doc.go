@@ -28,11 +28,32 @@
 //
 // OPIC: seeds get Config.SeedCash; a fetched page's cash is split equally
 // over its followable out-links (and its canonical and meta-refresh targets,
-// which are treated as links), a link found only in a script counting half;
-// a redirect passes all its cash to its target.
+// which are treated as links), a link found only in a script counting
+// half and an external script nothing (read once, it would keep the cash
+// of every later includer); a redirect passes all its cash to its target.
 // Cash for a queued URL moves it up its queue; cash for a fetched URL is
 // kept for its next visit. Cash to foreign hosts travels with the
 // Discovered links given to Sink.Forward. Page.Cash is the total received.
+//
+// # External scripts
+//
+// A page's <script src> on its own host (parse.go) enters the frontier as
+// an entry that carries the page's base URL (Discovered.Base, kept in its
+// URL-seen record, so that handoff carries it too). It is a URL like any
+// other for URL-seen (fetched once per host, whoever else includes it; an
+// entry keeps the base of the first includer, and a queued link that a
+// page then includes becomes a script), robots.txt, politeness, retries
+// and error classes, and passes the filters but for the extension list.
+// The request reads JavaScript, JSON or text/plain only, up to
+// FetcherConfig.MaxScriptBytes. Its links (ScriptLinks) resolve against
+// the includer's base, not the script's URL: the links a script writes
+// into a document are the document's. They are links of that page (the
+// script's depth). A script is no page: not stored, not counted in
+// Stats.Fetched or the host's page budget (Stats.ScriptsFetched instead),
+// never recrawled; FetchedSink hears of it. A redirect of a script to its
+// own host is followed as a script. Scripts on other hosts, subdomains
+// included, are not fetched: another host is another owner's and
+// politeness slot, and the entry's base would have to travel with it.
 //
 // # Politeness
 //
@@ -101,7 +122,7 @@
 // # Badger keys (all under "c:")
 //
 //	c:q/<host>/<^cash:8 BE><depth:2 BE><seq:8 BE>  -> URL            per-host queue (engine)
-//	c:u/<host>/<sha256(URL)[:16]>                  -> seenRecord JSON URL-seen set, state, cash, validators, recrawl (engine)
+//	c:u/<host>/<sha256(URL)[:16]>                  -> seenRecord     URL-seen set, state, cash, validators, recrawl, script base (engine, binary: seen.go)
 //	c:h/<host>                                     -> hostRecord JSON politeness counters, budget, sitemaps done (engine)
 //	c:r/<host>                                     -> robotsRecord JSON robots.txt response, re-parsed at start (engine)
 //	c:p/<seq:8 BE>                                 -> uvarint len, JSON header, raw body: fetched, awaiting processing (engine)

@@ -38,6 +38,9 @@ import (
 //     normalised, so the engine can treat the target as a new URL (perhaps
 //     on a host another node owns).
 //   - Bodies of content types we do not parse are not read (Skipped=true).
+//     A script request (FetchRequest.Script) reads JavaScript, JSON and
+//     text/plain bodies instead (others, HTML included, are Skipped), up to
+//     MaxScriptBytes.
 //   - Timeouts: ConnectTimeout per dial (and TLS handshake), FirstByteTimeout
 //     from request written to response headers, TotalTimeout for everything
 //     including the body.
@@ -49,6 +52,7 @@ const DefaultUserAgent = "sou/0.1 (+https://github.com/sou-search/sou/blob/main/
 type FetcherConfig struct {
 	UserAgent                                      string
 	MaxBodyBytes                                   int64 // decoded-size cap
+	MaxScriptBytes                                 int64 // decoded-size cap of a script request
 	ConnectTimeout, FirstByteTimeout, TotalTimeout time.Duration
 	// AllowLoopback permits loopback and unspecified addresses; AllowPrivate
 	// permits RFC 1918, unique-local, CGNAT and link-local addresses.
@@ -69,6 +73,7 @@ func DefaultFetcherConfig() FetcherConfig {
 	return FetcherConfig{
 		UserAgent:        DefaultUserAgent,
 		MaxBodyBytes:     5 << 20,
+		MaxScriptBytes:   2 << 20,
 		ConnectTimeout:   10 * time.Second,
 		FirstByteTimeout: 20 * time.Second,
 		TotalTimeout:     60 * time.Second,
@@ -81,9 +86,11 @@ func DefaultFetcherConfig() FetcherConfig {
 }
 
 // FetchRequest is one GET. ETag and LastModified make it conditional.
+// Script asks for an external script (read for its links), not a page.
 type FetchRequest struct {
 	URL                *url.URL
 	ETag, LastModified string
+	Script             bool
 }
 
 // FetchResponse is what came back.
@@ -121,6 +128,9 @@ func NewFetcher(cfg FetcherConfig, r *Resolver) *Fetcher {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = def.MaxBodyBytes
+	}
+	if cfg.MaxScriptBytes <= 0 {
+		cfg.MaxScriptBytes = def.MaxScriptBytes
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = def.ConnectTimeout
@@ -178,6 +188,19 @@ func (f *Fetcher) Accepts(contentType string) bool {
 	}
 	_, ok := f.accept[mt]
 	return ok
+}
+
+// isScriptBody reports whether a script request reads a body of media type
+// mt: JavaScript (any of its registered and legacy names), JSON, text/plain
+// (servers that do not know .js), or none.
+func isScriptBody(mt string) bool {
+	switch {
+	case mt == "", mt == "text/plain", mt == "application/json":
+		return true
+	case strings.HasPrefix(mt, "text/") || strings.HasPrefix(mt, "application/"):
+		return strings.Contains(mt, "javascript") || strings.Contains(mt, "ecmascript")
+	}
+	return false
 }
 
 func mediaType(contentType string) string {
@@ -281,7 +304,11 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 		return nil, fmt.Errorf("fetch %s: %v: %w", rawURL, err, ErrBadURL)
 	}
 	hreq.Header.Set("User-Agent", f.cfg.UserAgent)
-	hreq.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain;q=0.9,application/xml;q=0.8,*/*;q=0.5")
+	if req.Script {
+		hreq.Header.Set("Accept", "*/*") // what browsers send for a script
+	} else {
+		hreq.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain;q=0.9,application/xml;q=0.8,*/*;q=0.5")
+	}
 	hreq.Header.Set("Accept-Encoding", "gzip, deflate, br")
 	if req.ETag != "" {
 		hreq.Header.Set("If-None-Match", req.ETag)
@@ -313,7 +340,12 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 	}
 
 	readBody := hresp.StatusCode >= 200 && hresp.StatusCode < 300 && hresp.StatusCode != http.StatusNoContent
-	if readBody && !f.Accepts(hresp.Header.Get("Content-Type")) && !genericSitemapBody(resp.ContentType, req.URL.Path) {
+	accepted := f.Accepts(hresp.Header.Get("Content-Type")) || genericSitemapBody(resp.ContentType, req.URL.Path)
+	limit := f.cfg.MaxBodyBytes
+	if req.Script {
+		accepted, limit = isScriptBody(resp.ContentType), f.cfg.MaxScriptBytes
+	}
+	if readBody && !accepted {
 		resp.Skipped = true
 		readBody = false
 	}
@@ -324,7 +356,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 		resp.Duration = time.Since(start)
 		return resp, nil
 	}
-	body, truncated, err := f.readBody(hresp)
+	body, truncated, err := f.readBody(hresp, limit)
 	resp.Duration = time.Since(start)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
@@ -336,8 +368,8 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 	return resp, nil
 }
 
-// readBody decodes the content encodings and reads at most MaxBodyBytes.
-func (f *Fetcher) readBody(hresp *http.Response) ([]byte, bool, error) {
+// readBody decodes the content encodings and reads at most limit bytes.
+func (f *Fetcher) readBody(hresp *http.Response, limit int64) ([]byte, bool, error) {
 	var r io.Reader = hresp.Body
 	var closers []func()
 	defer func() {
@@ -375,7 +407,6 @@ func (f *Fetcher) readBody(hresp *http.Response) ([]byte, bool, error) {
 			return nil, false, fmt.Errorf("content encoding %q: %w", list[i], ErrBadEncoding)
 		}
 	}
-	limit := f.cfg.MaxBodyBytes
 	size := int64(4 << 10)
 	if len(list) == 0 && hresp.ContentLength > 0 {
 		size = min(hresp.ContentLength+1, limit+1)

@@ -14,7 +14,8 @@ type FilterConfig struct {
 	MaxDepth        int // link depth from a seed
 	MaxPagesPerHost int // enforced by the engine, which knows the counts
 	// SkipExtensions are path suffixes (lowercase, with the dot) of resources
-	// we never parse.
+	// we never parse as pages (.js among them: an external script is
+	// fetched as a link source, see CheckScript).
 	SkipExtensions []string
 	// MaxRepeatedSegments is the trap detector: a URL whose path repeats one
 	// segment more than this many times (/a/b/a/b/a/b/...) is refused.
@@ -100,6 +101,16 @@ func compilePatterns(m map[string][]string) (map[string][]*regexp.Regexp, error)
 // fetched. When it should not, reason is one of: "bad_url", "too_long",
 // "depth", "extension", "too_many_segments", "trap", "deny", "not_allowed".
 func (f *Filter) Check(u *url.URL, depth int) (reason string, ok bool) {
+	return f.check(u, depth, true)
+}
+
+// CheckScript is Check for an external script fetched for its links
+// (Link.Base): every rule but SkipExtensions, since a script is no page.
+func (f *Filter) CheckScript(u *url.URL, depth int) (reason string, ok bool) {
+	return f.check(u, depth, false)
+}
+
+func (f *Filter) check(u *url.URL, depth int, page bool) (reason string, ok bool) {
 	if u == nil || u.Host == "" {
 		return "bad_url", false
 	}
@@ -116,7 +127,7 @@ func (f *Filter) Check(u *url.URL, depth int) (reason string, ok bool) {
 			return "too_long", false
 		}
 	}
-	if len(f.exts) > 0 {
+	if page && len(f.exts) > 0 {
 		last := path[strings.LastIndexByte(path, '/')+1:]
 		if dot := strings.LastIndexByte(last, '.'); dot >= 0 {
 			ext := last[dot:]

@@ -573,6 +573,8 @@ type addItem struct {
 	host  string
 	cash  float64
 	depth int
+	// base: an external script (Discovered.Base).
+	base string
 	// recrawl marks a fetched URL going back into the queue (it is not new).
 	recrawl bool
 }
@@ -590,7 +592,8 @@ type addResult struct{ New, Known int }
 // (the processing stage deletes its queue entry in the same transaction, so
 // links are enqueued exactly once). A URL already queued gets the cash added
 // and moves up its host queue; a URL already fetched keeps the cash for its
-// next visit and its importance.
+// next visit and its importance. An external script keeps the base of the
+// first page that included it.
 func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extraHosts ...string) (addResult, error) {
 	hosts := extraHosts
 	for _, it := range items {
@@ -637,7 +640,7 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 			switch {
 			case rec == nil:
 				res.New++
-				rec = &seenRecord{URL: it.url, State: stateQueued, Cash: it.cash, History: it.cash, Depth: it.depth}
+				rec = &seenRecord{URL: it.url, State: stateQueued, Cash: it.cash, History: it.cash, Depth: it.depth, Base: it.base}
 				newHashes = append(newHashes, h)
 				inBatch[h] = true
 			case it.recrawl:
@@ -649,6 +652,14 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 				rec.NextFetch = 0
 			case rec.State == stateQueued:
 				res.Known++
+				if it.base != "" && rec.Base == "" {
+					// Queued as a link, now included as a script: it is
+					// fetched as one. The first includer's base stays.
+					rec.Base = it.base
+					if err := txn.Set(sk, rec.encode()); err != nil {
+						return err
+					}
+				}
 				if it.cash <= 0 && it.depth >= rec.Depth {
 					continue
 				}

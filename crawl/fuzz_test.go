@@ -20,6 +20,8 @@ func FuzzParseHTML(f *testing.F) {
 	f.Add([]byte("<script><!--</script><style>x</style><noscript>n</noscript><template>t"), "text/html; charset=\"utf-8\";;")
 	f.Add([]byte("<script>var a = ['x.html', \"/y/\", `./z.php`], r = /'/g; location.href = '\\u002Fp.html'; // 'c.html'\n</script>"+
 		"<a href=\"javascript:open('w.html')\" onclick=\"go('../v.aspx?a=1')\">j</a><script type=application/ld+json>{\"u\":\"https:\\/\\/h.test\\/\"}</script>"), "text/html")
+	f.Add([]byte(`<base href="../x/"><script src="js/m.js"></script><script type=module src="//example.com/a.js"></script>`+
+		`<script src="http://other.test/b.js"></script><a href="js/m.js">m</a>`), "text/html")
 	base, _ := url.Parse("http://example.com/dir/page.html")
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		h := http.Header{}
@@ -40,6 +42,11 @@ func FuzzParseHTML(f *testing.F) {
 			}
 			if len(l.Anchor) > maxAnchorBytes*2 || !utf8.ValidString(l.Anchor) {
 				t.Fatalf("bad anchor %q", l.Anchor)
+			}
+			if l.Base != "" {
+				if u, err := url.Parse(l.URL); err != nil || HostKey(u) != HostKey(base) || !validBase(l.Base) {
+					t.Fatalf("external script %q (base %q) off the page's host or with a bad base", l.URL, l.Base)
+				}
 			}
 		}
 		if _, err := ParseText(body, contentType, base); err != nil {

@@ -15,8 +15,9 @@ import (
 // HostExport is the crawl state of one host, for handing the host to its new
 // owner: the host record (politeness counters, page budget), the robots.txt
 // response, and every URL-seen record (queued URLs carry their cash and
-// depth; fetched ones their recrawl state). The byte fields are opaque JSON
-// records of this package; the node ships them as they are.
+// depth, external scripts their includer's base; fetched ones their
+// recrawl state). The byte fields are opaque records of this package; the
+// node ships them as they are.
 type HostExport struct {
 	Host   string
 	State  []byte   // host record, nil if none
@@ -113,6 +114,9 @@ func (c *Crawler) ImportHost(ctx context.Context, e *HostExport) error {
 		u, err := NormalizeURL(r.URL, nil)
 		if err != nil || HostKey(u) != host || u.String() != r.URL {
 			return fmt.Errorf("import host %s: URL %q is not a normalised URL of the host", host, r.URL)
+		}
+		if r.Base != "" && !validBase(r.Base) {
+			return fmt.Errorf("import host %s: URL %q: bad script base", host, r.URL)
 		}
 		if !(r.Cash >= 0) || !(r.History >= 0) {
 			r.Cash, r.History = 0, 0

@@ -32,6 +32,14 @@ import (
 //     come after every HTML link (the cap never drops an HTML link for
 //     one), carry no anchor text, and are marked Link.Script unless an
 //     HTML link names the same URL;
+//   - external scripts: <script src> of a JavaScript type (not JSON or
+//     templates, which browsers do not fetch) on the page's own host, up to
+//     maxScriptsPerPage, become links with Link.Base set to the page's
+//     base URL, after the HTML links and within the cap: the crawler
+//     fetches them for the links in them only (ScriptLinks), which resolve
+//     against that base as a browser resolves the links a script writes
+//     into the document. Scripts on other hosts, subdomains included, are
+//     not fetched;
 //   - attributes: the first of a repeated attribute counts, as in browsers;
 //   - robots: <meta name="robots"|"sou"> and X-Robots-Tag (plain, or
 //     prefixed "sou:"; other agents' prefixed directives ignored): "noindex",
@@ -49,6 +57,8 @@ const (
 	maxHeadings     = 64
 	maxHeadingBytes = 512
 	maxAnchorBytes  = 512
+	// maxScriptsPerPage caps the external scripts taken from one page.
+	maxScriptsPerPage = 32
 )
 
 // Link is an outgoing link of a page.
@@ -59,6 +69,11 @@ type Link struct {
 	// Script: found only in a script (see scriptlinks.go), so less sure to
 	// be a page than an HTML link; it has no anchor text.
 	Script bool
+	// Base is set on an external script the page includes (<script src>
+	// on the page's host) and is the page's base URL: the script is
+	// fetched for its links only (not a page), and they resolve against
+	// Base.
+	Base string
 }
 
 // Parsed is what the parser extracts from a page.
@@ -134,7 +149,9 @@ func ParseHTML(body []byte, contentType string, header http.Header, pageURL *url
 			out.RefreshURL = u.String()
 		}
 	}
-	out.Links = resolveLinks(hp.links, hp.scriptLinks, base, out.NoFollow)
+	if pageURL != nil {
+		out.Links = resolveLinks(hp.links, hp.scriptSrcs, hp.scriptLinks, base, HostKey(pageURL), out.NoFollow)
+	}
 	return out, nil
 }
 
@@ -191,8 +208,9 @@ type htmlParser struct {
 
 	links       []rawLink
 	scriptLinks []string
-	scriptBytes int  // script text scanned so far
-	inScript    bool // the next text token is a script to scan
+	scriptSrcs  []string // <script src> values of scripts a browser fetches
+	scriptBytes int      // script text scanned so far
+	inScript    bool     // the next text token is a script to scan
 	attrs       []tagAttr
 	anchorIdx   int // index in links of the open <a>
 	inAnchor    bool
@@ -336,7 +354,11 @@ func (hp *htmlParser) run(doc []byte) {
 				}
 				continue
 			case "script":
-				hp.inScript = !selfClosing && hp.attr("src") == "" && isScannedScriptType(hp.attr("type"))
+				src, typ := hp.attr("src"), hp.attr("type")
+				hp.inScript = !selfClosing && src == "" && isScannedScriptType(typ)
+				if src != "" && isFetchedScriptType(typ) && len(hp.scriptSrcs) < maxScriptsPerPage {
+					hp.scriptSrcs = append(hp.scriptSrcs, src)
+				}
 			case "h1", "h2", "h3", "h4", "h5", "h6":
 				if !selfClosing {
 					if hp.headingLvl == 0 {
@@ -604,6 +626,17 @@ func isScannedScriptType(t string) bool {
 	return strings.Contains(t, "javascript") || strings.Contains(t, "ecmascript") || strings.HasSuffix(t, "json")
 }
 
+// isFetchedScriptType reports whether a <script type> with src is one a
+// browser fetches and runs: a classic script (no type, or a JavaScript MIME
+// type) or a module.
+func isFetchedScriptType(t string) bool {
+	t = strings.ToLower(strings.TrimSpace(t))
+	if i := strings.IndexByte(t, ';'); i >= 0 {
+		t = strings.TrimSpace(t[:i])
+	}
+	return t == "" || t == "module" || strings.Contains(t, "javascript") || strings.Contains(t, "ecmascript")
+}
+
 // javascriptURL returns the script of a javascript: URL, percent-decoded
 // as browsers run it.
 func javascriptURL(href string) (string, bool) {
@@ -743,12 +776,15 @@ func guessLang(text string) string {
 }
 
 // resolveLinks normalises, de-duplicates and caps the raw links, then
-// adds the script links that no HTML link names, within the same cap.
-func resolveLinks(raw []rawLink, script []string, base *url.URL, pageNoFollow bool) []Link {
-	if len(raw)+len(script) == 0 || base == nil {
+// adds the external scripts on host (the page's) as links whose Base is
+// the page's base (a script an HTML link names too becomes a script: it is
+// one), then the script links that no HTML link names, within the same
+// cap.
+func resolveLinks(raw []rawLink, srcs, script []string, base *url.URL, host string, pageNoFollow bool) []Link {
+	if len(raw)+len(srcs)+len(script) == 0 || base == nil {
 		return nil
 	}
-	n := min(len(raw)+len(script), MaxLinksPerPage)
+	n := min(len(raw)+len(srcs)+len(script), MaxLinksPerPage)
 	out := make([]Link, 0, n)
 	index := make(map[string]int, n)
 	lr := newLinkResolver(base)
@@ -774,6 +810,25 @@ func resolveLinks(raw []rawLink, script []string, base *url.URL, pageNoFollow bo
 		}
 		index[s] = len(out)
 		out = append(out, Link{URL: s, Anchor: r.anchor, NoFollow: r.noFollow || pageNoFollow})
+	}
+	baseURL := lr.base.String()
+	for _, src := range srcs {
+		s, ok := lr.resolve(src)
+		if !ok {
+			continue
+		}
+		if u, err := url.Parse(s); err != nil || HostKey(u) != host {
+			continue
+		}
+		if i, dup := index[s]; dup {
+			out[i].Base = baseURL
+			continue
+		}
+		if len(out) >= MaxLinksPerPage {
+			break
+		}
+		index[s] = len(out)
+		out = append(out, Link{URL: s, NoFollow: pageNoFollow, Base: baseURL})
 	}
 	for _, href := range script {
 		if len(out) >= MaxLinksPerPage {

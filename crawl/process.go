@@ -33,6 +33,7 @@ type procEntry struct {
 	Depth       int         `json:"d,omitempty"`
 	PrevHash    []byte      `json:"ph,omitempty"` // previous visit (recrawl change detection)
 	PrevSim     uint64      `json:"ps,omitempty"`
+	Base        string      `json:"b,omitempty"` // an external script: its links resolve against Base
 
 	Body []byte `json:"-"` // stored raw after the JSON header
 }
@@ -202,7 +203,16 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 		if c.redirectedBefore(e.Location) {
 			c.count.err("redirect_loop")
 		}
-		links = append(links, Discovered{URL: e.Location, SourceHost: e.Host, Cash: e.Cash, Depth: e.Depth + 1})
+		if e.Base != "" {
+			// A script that moved is still a script, on this host only.
+			if u, err := url.Parse(e.Location); err != nil || HostKey(u) != e.Host {
+				c.count.filter("script_host")
+				break
+			}
+		}
+		links = append(links, Discovered{URL: e.Location, SourceHost: e.Host, Cash: e.Cash, Depth: e.Depth + 1, Base: e.Base})
+	case e.Base != "" && e.Status >= 200 && e.Status < 300:
+		links = c.scriptOutLinks(e)
 	case e.Status >= 200 && e.Status < 300:
 		parsed, perr := c.parse(e, pageURL)
 		if perr != nil {
@@ -357,10 +367,12 @@ func (c *Crawler) parse(e *procEntry, pageURL *url.URL) (*Parsed, error) {
 const scriptLinkWeight = 0.5
 
 // outLinks: the followable links share the page's cash (OPIC), equally but
-// for script links (scriptLinkWeight). A canonical URL pointing elsewhere
-// and a meta-refresh target are treated as links too (the page itself is
-// still stored; if it is the same content as the canonical, the
-// near-duplicate index marks one of them).
+// for script links (scriptLinkWeight) and external scripts, which take no
+// share: a script is read once, and every page that includes it after that
+// would pour cash into a URL that never passes it on. A canonical URL
+// pointing elsewhere and a meta-refresh target are treated as links too
+// (the page itself is still stored; if it is the same content as the
+// canonical, the near-duplicate index marks one of them).
 func (c *Crawler) outLinks(e *procEntry, p *Parsed) []Discovered {
 	var links []Discovered
 	var weights []float64
@@ -376,10 +388,13 @@ func (c *Crawler) outLinks(e *procEntry, p *Parsed) []Discovered {
 				continue
 			}
 			w := 1.0
-			if l.Script {
+			switch {
+			case l.Base != "":
+				w = 0
+			case l.Script:
 				w = scriptLinkWeight
 			}
-			add(Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: e.Host, Depth: e.Depth + 1}, w)
+			add(Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: e.Host, Depth: e.Depth + 1, Base: l.Base}, w)
 		}
 	}
 	for _, extra := range []string{p.Canonical, p.RefreshURL} {
@@ -387,8 +402,31 @@ func (c *Crawler) outLinks(e *procEntry, p *Parsed) []Discovered {
 			add(Discovered{URL: extra, SourceHost: e.Host, Depth: e.Depth + 1}, 1)
 		}
 	}
-	for i := range links {
-		links[i].Cash = e.Cash * weights[i] / total
+	if total > 0 {
+		for i := range links {
+			links[i].Cash = e.Cash * weights[i] / total
+		}
+	}
+	return links
+}
+
+// scriptOutLinks: the links an external script names, resolved against
+// the including page's base. They share the script's cash, if any, equally
+// and are links of that page: the same depth as the script.
+func (c *Crawler) scriptOutLinks(e *procEntry) []Discovered {
+	base, err := url.Parse(e.Base)
+	if err != nil {
+		c.count.filter("bad_base")
+		return nil
+	}
+	ct := e.ContentType
+	if full := e.Header.Get("Content-Type"); full != "" {
+		ct = full // with its charset parameter
+	}
+	found := ScriptLinks(e.Body, ct, base)
+	links := make([]Discovered, 0, len(found))
+	for _, l := range found {
+		links = append(links, Discovered{URL: l.URL, SourceHost: e.Host, Cash: e.Cash / float64(len(found)), Depth: e.Depth})
 	}
 	return links
 }
@@ -407,6 +445,12 @@ func (c *Crawler) split(links []Discovered) (local []addItem, foreign []Discover
 		}
 		host := HostKey(u)
 		if !c.sink.Owns(host) {
+			if d.Base != "" {
+				// Scripts are taken on the includer's host only, which
+				// was ours when the page was fetched.
+				c.count.filter("script_host")
+				continue
+			}
 			if reason, ok := c.filter.Check(u, d.Depth); !ok {
 				c.count.filter(reason)
 				continue

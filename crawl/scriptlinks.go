@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"bytes"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
@@ -14,10 +15,12 @@ import (
 // JavaScript engine), and keeps a literal only when the whole literal looks
 // like a link (scriptURLCandidate): strings that are assembled ("/p?id=" +
 // id), HTML fragments, selectors, MIME types and words are not links.
-// External scripts are not fetched.
+// External scripts on the page's host are fetched as link sources and
+// scanned the same way (ScriptLinks), whole (the fetcher cuts them at
+// FetcherConfig.MaxScriptBytes).
 
 const (
-	// maxScriptScanBytes caps the script text scanned per page.
+	// maxScriptScanBytes caps the inline script text scanned per page.
 	maxScriptScanBytes = 1 << 20
 	// maxScriptLiteralBytes caps a literal worth looking at.
 	maxScriptLiteralBytes = 2048
@@ -82,6 +85,29 @@ func scanScript(src []byte, emit func(string) bool) {
 			i++
 		}
 	}
+}
+
+// ScriptLinks returns the links an external script names: its string
+// literals that look like links (as for inline scripts), resolved against
+// base, the base URL of the page that included it, de-duplicated and
+// capped at MaxLinksPerPage, each marked Link.Script. The body is decoded
+// to UTF-8 as a text page is (BOM, Content-Type charset, detection).
+func ScriptLinks(body []byte, contentType string, base *url.URL) []Link {
+	if base == nil || len(body) == 0 {
+		return nil
+	}
+	src, _ := decodeCharset(body, contentType, false)
+	lr := newLinkResolver(base)
+	seen := map[string]bool{}
+	var out []Link
+	scanScript(src, func(raw string) bool {
+		if s, ok := lr.resolve(raw); ok && !seen[s] {
+			seen[s] = true
+			out = append(out, Link{URL: s, Script: true})
+		}
+		return len(out) < MaxLinksPerPage
+	})
+	return out
 }
 
 func hasPrefixAt(src []byte, i int, prefix string) bool {

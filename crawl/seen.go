@@ -31,6 +31,9 @@ func hashURL(u string) urlHash {
 // knows about one URL. It is the source of truth for the URL's queue entry.
 // It is read and written for every link of every page, so it has a compact
 // binary encoding (version byte, then varints and length-prefixed strings).
+// Fields added later are appended and optional: a record that ends before
+// them decodes with their zero values, and a decoder that predates them
+// ignores them.
 type seenRecord struct {
 	URL      string
 	State    uint8
@@ -48,12 +51,16 @@ type seenRecord struct {
 	SimHash      uint64
 	Interval     int64 // recrawl interval, nanos
 	NextFetch    int64 // recrawl due time, unix nanos (0: none)
+
+	// Base is set when the URL is an external script (Link.Base): it is
+	// fetched for its links, which resolve against Base. Optional field.
+	Base string
 }
 
 const seenRecordVersion = 1
 
 func (r *seenRecord) encode() []byte {
-	b := make([]byte, 0, 64+len(r.URL)+len(r.QKey)+len(r.ETag)+len(r.LastModified)+len(r.ContentHash))
+	b := make([]byte, 0, 64+len(r.URL)+len(r.QKey)+len(r.ETag)+len(r.LastModified)+len(r.ContentHash)+len(r.Base))
 	b = append(b, seenRecordVersion, r.State)
 	b = appendBytes(b, []byte(r.URL))
 	b = appendBytes(b, r.QKey)
@@ -68,7 +75,11 @@ func (r *seenRecord) encode() []byte {
 	b = appendBytes(b, r.ContentHash)
 	b = binary.LittleEndian.AppendUint64(b, r.SimHash)
 	b = binary.AppendVarint(b, r.Interval)
-	return binary.AppendVarint(b, r.NextFetch)
+	b = binary.AppendVarint(b, r.NextFetch)
+	if r.Base != "" {
+		b = appendBytes(b, []byte(r.Base))
+	}
+	return b
 }
 
 func appendBytes(b, s []byte) []byte {
@@ -147,6 +158,9 @@ func decodeSeenRecord(b []byte) (*seenRecord, error) {
 	r.SimHash = d.u64()
 	r.Interval = d.varint()
 	r.NextFetch = d.varint()
+	if len(d.b) > 0 {
+		r.Base = string(d.bytes())
+	}
 	switch {
 	case d.err != nil:
 		return nil, fmt.Errorf("decode seen record: %w", d.err)

@@ -13,6 +13,8 @@ func TestSeenRecordRoundTrip(t *testing.T) {
 		{URL: "http://a/x?y=1", State: stateDone, Outcome: "2xx", FetchedAt: 1_700_000_000_000_000_000, ETag: `"abc"`,
 			LastModified: "Mon, 02 Jan 2006 15:04:05 GMT", ContentHash: make([]byte, 16), SimHash: 1<<63 | 5,
 			Interval: int64(86400e9), NextFetch: 1_800_000_000_000_000_000, Attempts: 3},
+		// An external script: the optional Base field follows NextFetch.
+		{URL: "http://a/js/m.js", State: stateQueued, QKey: queueKey("a", 0.25, 3, 8), Cash: 0.25, Depth: 3, Base: "http://a/docs/"},
 	}
 	for _, want := range tests {
 		got, err := decodeSeenRecord(want.encode())
@@ -48,6 +50,10 @@ func TestSeenRecordGarbage(t *testing.T) {
 	}
 	if _, err := decodeSeenRecord(good[:len(good)-1]); err == nil {
 		t.Fatal("truncated record accepted")
+	}
+	script := (&seenRecord{URL: "http://a/m.js", State: stateDone, Base: "http://a/"}).encode()
+	if _, err := decodeSeenRecord(script[:len(script)-1]); err == nil {
+		t.Fatal("record with a truncated base accepted")
 	}
 }
 

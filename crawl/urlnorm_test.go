@@ -164,29 +164,39 @@ func TestFilter(t *testing.T) {
 		raw    string
 		depth  int
 		reason string
+		script bool // CheckScript: an external script
 	}{
-		{"http://example.com/page.html", 1, ""},
-		{"http://example.com/img/Photo.JPG", 1, "extension"},
-		{"http://example.com/a.tar.gz", 1, "extension"},
-		{"http://example.com/page", 6, "depth"},
-		{"http://example.com/" + strings.Repeat("x", 100), 0, "too_long"},
-		{"http://example.com/a/b/a/b/a/b/a/b", 0, "trap"},
-		{"http://example.com/cal/2020/01/02/", 0, ""},
-		{"http://example.com/private/x", 0, "deny"},
-		{"http://other.com/private/x", 0, ""},
-		{"http://other.com/x?print=1", 0, "deny"},
-		{"http://only.org/docs/a", 0, ""},
-		{"http://only.org/blog/a", 0, "not_allowed"},
-		{"http://example.com/" + strings.Repeat("s/", 33), 0, "too_many_segments"},
+		{"http://example.com/page.html", 1, "", false},
+		{"http://example.com/js/menu.js", 1, "extension", false},
+		{"http://example.com/js/menu.js", 1, "", true},
+		{"http://example.com/js/menu.js", 6, "depth", true},
+		{"http://example.com/private/m.js", 0, "deny", true},
+		{"http://example.com/a/b/a/b/a/b/a/b.js", 0, "trap", true},
+		{"http://example.com/img/Photo.JPG", 1, "extension", false},
+		{"http://example.com/a.tar.gz", 1, "extension", false},
+		{"http://example.com/page", 6, "depth", false},
+		{"http://example.com/" + strings.Repeat("x", 100), 0, "too_long", false},
+		{"http://example.com/a/b/a/b/a/b/a/b", 0, "trap", false},
+		{"http://example.com/cal/2020/01/02/", 0, "", false},
+		{"http://example.com/private/x", 0, "deny", false},
+		{"http://other.com/private/x", 0, "", false},
+		{"http://other.com/x?print=1", 0, "deny", false},
+		{"http://only.org/docs/a", 0, "", false},
+		{"http://only.org/blog/a", 0, "not_allowed", false},
+		{"http://example.com/" + strings.Repeat("s/", 33), 0, "too_many_segments", false},
 	}
 	for _, tc := range tests {
 		u, err := NormalizeURL(tc.raw, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reason, ok := f.Check(u, tc.depth)
+		check := f.Check
+		if tc.script {
+			check = f.CheckScript
+		}
+		reason, ok := check(u, tc.depth)
 		if ok != (tc.reason == "") || reason != tc.reason {
-			t.Errorf("Check(%q, %d) = %q, %v; want %q", tc.raw, tc.depth, reason, ok, tc.reason)
+			t.Errorf("Check(%q, %d) (script %v) = %q, %v; want %q", tc.raw, tc.depth, tc.script, reason, ok, tc.reason)
 		}
 	}
 	if _, err := NewFilter(FilterConfig{Deny: map[string][]string{"*": {"("}}}); err == nil {

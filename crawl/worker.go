@@ -121,7 +121,8 @@ func (c *Crawler) slotFailed(h *hostState, err error) slotResult {
 
 // fetchPage fetches one queued URL and records the result durably.
 func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url.URL) slotResult {
-	req := FetchRequest{URL: u}
+	script := q.rec.Base != ""
+	req := FetchRequest{URL: u, Script: script}
 	if q.rec.FetchedAt != 0 { // recrawl: conditional request
 		req.ETag, req.LastModified = q.rec.ETag, q.rec.LastModified
 	}
@@ -150,11 +151,16 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 		}
 		return slotResult{outcome: outcome, resp: now.Sub(started)}
 	}
-	c.count.fetched.Add(1)
-	c.count.rate.add(now)
 	sclass := StatusClass(resp.Status)
 	c.count.status(sclass)
-	c.front.countFetch(h)
+	if script {
+		// A link source, not a page: outside the page counts and budget.
+		c.count.scriptsFetched.Add(1)
+	} else {
+		c.count.fetched.Add(1)
+		c.count.rate.add(now)
+		c.front.countFetch(h)
+	}
 	status := resp.Status
 	switch {
 	case status == 429 || status == 503:
@@ -184,6 +190,7 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 		entry := &procEntry{
 			URL: q.rec.URL, Host: q.host, Status: status, Header: resp.Header, ContentType: resp.ContentType,
 			Body: resp.Body, Truncated: resp.Truncated, Location: resp.Location, FetchedAt: now.UnixNano(),
+			Base: q.rec.Base,
 		}
 		var seq uint64
 		seq, err = c.front.seq.Next()

@@ -228,3 +228,8 @@ func writeFile(path, data string) error {
 	}
 	return err
 }
+
+// JiebaDictionary is the segmentation dictionary the analyzer embeds: one
+// "word frequency tag" line a word. The simulated web writes its Chinese
+// text with these words.
+func JiebaDictionary() string { return embeddedJiebaDict }

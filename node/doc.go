@@ -4,15 +4,16 @@
 //
 // # Joins and handoff manifests
 //
-// With XOR ownership a join moves hosts only to the newcomer, and only from
-// the members that owned them, which are the newcomer's XOR neighbours. So
-// a member sends a joiner a handoff manifest (the hosts it is about to hand
-// over) only when it has hosts for it or when it is among the joiner's 16
-// closest members by its own, settled view, and a joiner waits (at most
-// 15 s) for the manifests of its 8 closest members before it crawls
-// anything; a host named in any manifest waits for its handoff (once, for
-// at most hostWait). The reasoning, the sizes and what a view that has not
-// settled does are in settling (ownership.go).
+// A join moves hosts only to the newcomer, and only from its donors: for
+// each of its virtual keys, the member owning the next key of the others
+// (p2p's Ring.Donors). So a member sends a joiner a handoff manifest (the
+// hosts it is about to hand over) when it has hosts for it, or when it
+// holds any host and is among the joiner's donors to depth 2 by its own,
+// settled view; a joiner waits (at most 15 s) for the manifests of its
+// donors whose heartbeat announced a host before it crawls anything; a
+// host named in any manifest waits for its handoff (once, for at most
+// hostWait). The reasoning, and what a view that has not settled does,
+// are in settling (ownership.go).
 //
 // # What peers send: decoded bounded, authorised by who sent it
 //

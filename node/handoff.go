@@ -33,26 +33,27 @@ const (
 
 // sendManifest tells a member that joined which hosts this node is about to
 // hand over to it, so that it waits for their crawl state before crawling
-// them. It sends nothing when it has nothing to hand over and is not one
-// of the joiner's XOR neighbours (sendsManifest), or when this node's view
-// has not settled yet (watchMembers calls again once it has); see
-// settling for why.
+// them. It sends nothing when it has nothing to hand over and either
+// holds no host or is not one of the joiner's donors (sendsManifest), or
+// when this node's view has not settled yet (watchMembers calls again
+// once it has); see settling for why.
 func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
 	hosts, err := n.crawler.Hosts(ctx)
 	if err != nil {
 		n.errs.add("handoff manifest", err)
 		return
 	}
+	view := n.net.View()
 	var moving []string
 	for _, h := range hosts {
-		if n.net.Owner(h) == to {
+		if view.Owner(h) == to {
 			moving = append(moving, h)
 		}
 	}
 	if len(moving) == 0 && time.Now().Before(n.settle.viewSettledAt()) {
 		return
 	}
-	if !sendsManifest(n.net.ID(), to, n.memberIDs(), len(moving)) {
+	if !sendsManifest(len(moving), len(hosts) > 0, n.isDonor(view, to)) {
 		return
 	}
 	err = n.net.Send(ctx, to, topicManifest, peermsg.EncodeManifest(peermsg.Manifest{Hosts: moving}))
@@ -61,26 +62,22 @@ func (n *Node) sendManifest(ctx context.Context, to peer.ID) {
 	}
 }
 
+// isDonor reports whether this node is among joiner's donors to
+// manifestSendDepth in view (see settling).
+func (n *Node) isDonor(view *p2p.Ring, joiner peer.ID) bool {
+	return slices.Contains(view.Donors(joiner, manifestSendDepth), n.net.ID())
+}
+
 // sendSettledManifests looks again at the joiners met while this node's
-// view was settling: those it is a neighbour of by the settled view get
+// view was settling: those it is a donor of by the settled view may get
 // their manifest now.
 func (n *Node) sendSettledManifests(ctx context.Context, joiners []peer.ID) {
-	members := n.memberIDs()
+	view := n.net.View()
 	for _, j := range joiners {
-		if slices.Contains(members, j) && sendsManifest(n.net.ID(), j, members, 0) {
+		if view.Has(j) && n.isDonor(view, j) {
 			go n.sendManifest(ctx, j)
 		}
 	}
-}
-
-// memberIDs is this node's view, itself included.
-func (n *Node) memberIDs() []peer.ID {
-	members := n.net.Members()
-	ids := make([]peer.ID, len(members))
-	for i, m := range members {
-		ids[i] = m.ID
-	}
-	return ids
 }
 
 // receiveManifest records the hosts a member is about to hand over to
@@ -318,37 +315,37 @@ func (n *Node) holds(p peer.ID, host string) bool {
 //   - A pull comes from a member among the R closest to the host (its owner
 //     after a takeover, or the replica about to become it).
 
-// rank is the position of p among the members closest to host (0 for the
-// closest), or -1 when p is not among the first k.
-func rank(members []peer.ID, host string, k int, p peer.ID) int {
-	return slices.Index(p2p.ReplicasOf(members, host, k), p)
+// rank is the position of p among the members of view closest to host
+// (0 for the closest), or -1 when p is not among the first k.
+func rank(view *p2p.Ring, host string, k int, p peer.ID) int {
+	return slices.Index(view.Replicas(host, k), p)
 }
 
 // replicaFrom says whether from may send self replica items of host in
-// the view members (self and from among them), with replication factor r.
-func replicaFrom(members []peer.ID, self, from peer.ID, host string, r int) bool {
+// view (self and from among its members), with replication factor r.
+func replicaFrom(view *p2p.Ring, self, from peer.ID, host string, r int) bool {
 	if host == "" {
 		return false
 	}
-	rf, rs := rank(members, host, r+1, from), rank(members, host, r+1, self)
+	rf, rs := rank(view, host, r+1, from), rank(view, host, r+1, self)
 	return rf >= 0 && rf < r && rs >= 0 && rf < rs
 }
 
-// handoffFrom says whether from may hand self host: founders are the
-// founders of self's view that are still members.
-func handoffFrom(members, founders []peer.ID, self, from peer.ID, host string, r int) bool {
-	if host == "" || !slices.Contains(founders, from) {
+// handoffFrom says whether from may hand self host: founder says which
+// members of view are founders of self's view.
+func handoffFrom(view *p2p.Ring, founder func(peer.ID) bool, self, from peer.ID, host string, r int) bool {
+	if host == "" || !view.Has(from) || !founder(from) {
 		return false
 	}
-	prior := slices.DeleteFunc(slices.Clone(founders), func(p peer.ID) bool { return p == self })
-	return rank(prior, host, r, from) >= 0 && rank(members, host, r+1, self) >= 0
+	prior := view.Only(func(p peer.ID) bool { return p != self && founder(p) })
+	return rank(prior, host, r, from) >= 0 && rank(view, host, r+1, self) >= 0
 }
 
-// crawlsIn says whether from crawls host in the view members: it is the
-// owner, or the second closest while the closest joined so recently that
-// from may not have heard of it yet (newJoiner).
-func crawlsIn(members []peer.ID, from peer.ID, host string, newJoiner func(peer.ID) bool) bool {
-	closest := p2p.ReplicasOf(members, host, 2)
+// crawlsIn says whether from crawls host in view: it is the owner, or the
+// second closest while the closest joined so recently that from may not
+// have heard of it yet (newJoiner).
+func crawlsIn(view *p2p.Ring, from peer.ID, host string, newJoiner func(peer.ID) bool) bool {
+	closest := view.Replicas(host, 2)
 	switch {
 	case len(closest) > 0 && closest[0] == from:
 		return true
@@ -360,28 +357,26 @@ func crawlsIn(members []peer.ID, from peer.ID, host string, newJoiner func(peer.
 
 // crawls is crawlsIn for this node's view; a member that joined within
 // the recent grace (two membership timeouts) counts as new.
-func (n *Node) crawls(members []peer.ID, from peer.ID, host string) bool {
-	return crawlsIn(members, from, host, func(p peer.ID) bool { return n.joinedWithin(p, n.recent.grace) })
+func (n *Node) crawls(view *p2p.Ring, from peer.ID, host string) bool {
+	return crawlsIn(view, from, host, func(p peer.ID) bool { return n.joinedWithin(p, n.recent.grace) })
 }
 
 func (n *Node) replicaAuthorised(from peer.ID, host string) bool {
 	if !n.net.IsMember(from) {
 		return false
 	}
-	return replicaFrom(n.memberIDs(), n.net.ID(), from, host, n.net.ReplicationFactor()) || n.pulls.solicited(from, host)
+	return replicaFrom(n.net.View(), n.net.ID(), from, host, n.net.ReplicationFactor()) || n.pulls.solicited(from, host)
 }
 
 func (n *Node) handoffAuthorised(from peer.ID, host string) bool {
 	if !n.net.IsMember(from) || !n.settle.founder(from) {
 		return false
 	}
-	members := n.memberIDs()
-	founders := slices.DeleteFunc(slices.Clone(members), func(p peer.ID) bool { return !n.settle.founder(p) })
-	return handoffFrom(members, founders, n.net.ID(), from, host, n.net.ReplicationFactor())
+	return handoffFrom(n.net.View(), n.settle.founder, n.net.ID(), from, host, n.net.ReplicationFactor())
 }
 
 func (n *Node) pullAuthorised(from peer.ID, host string) bool {
-	return n.net.IsMember(from) && host != "" && rank(n.memberIDs(), host, n.net.ReplicationFactor(), from) >= 0
+	return n.net.IsMember(from) && host != "" && rank(n.net.View(), host, n.net.ReplicationFactor(), from) >= 0
 }
 
 // refuse counts and logs items refused from a peer.
@@ -437,7 +432,7 @@ func (n *Node) receiveHandoffPages(ctx context.Context, from peer.ID, payload []
 		n.refuse(from, "handed-off pages and anchors", refused)
 		return fmt.Errorf("%d handed-off items refused: %s does not hold their hosts by this node's view", refused, from)
 	}
-	return n.syncAcknowledged(len(m.Docs) > 0 || len(m.Anchors) > 0)
+	return n.syncAcknowledged(ctx, len(m.Docs) > 0 || len(m.Anchors) > 0)
 }
 
 func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []byte) error {
@@ -456,7 +451,7 @@ func (n *Node) receiveHandoffHost(ctx context.Context, from peer.ID, payload []b
 		return err
 	}
 	n.settle.settle(exp.Host)
-	return n.syncAcknowledged(true)
+	return n.syncAcknowledged(ctx, true)
 }
 
 // splitExport cuts a host's crawl state into parts of about maxBytes of URL

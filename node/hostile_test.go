@@ -8,6 +8,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func threeNodes(t *testing.T) []*Node {
 // That the receiver holds the host never suffices.
 func TestWhoMaySend(t *testing.T) {
 	members := namedPeers("m", 8)
+	view := p2p.NewRing(members)
 	const host, r = "h.test", 2
 	o := p2p.ReplicasOf(members, host, len(members)) // closest first
 	replica := []struct {
@@ -63,7 +65,7 @@ func TestWhoMaySend(t *testing.T) {
 		{"far member to the owner", o[0], o[6], false},
 	}
 	for _, tc := range replica {
-		if got := replicaFrom(members, tc.self, tc.from, host, r); got != tc.want {
+		if got := replicaFrom(view, tc.self, tc.from, host, r); got != tc.want {
 			t.Errorf("replica %s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -81,7 +83,8 @@ func TestWhoMaySend(t *testing.T) {
 		{"to a member that does not hold the host", members, o[5], o[0], false},
 	}
 	for _, tc := range handoff {
-		if got := handoffFrom(members, tc.founders, tc.self, tc.from, host, r); got != tc.want {
+		founder := func(p peer.ID) bool { return slices.Contains(tc.founders, p) }
+		if got := handoffFrom(view, founder, tc.self, tc.from, host, r); got != tc.want {
 			t.Errorf("handoff %s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -307,7 +310,7 @@ func TestCrawlsIn(t *testing.T) {
 		{"a far member", o[5], never, false},
 	}
 	for _, tc := range tests {
-		if got := crawlsIn(members, tc.from, host, tc.recent); got != tc.want {
+		if got := crawlsIn(p2p.NewRing(members), tc.from, host, tc.recent); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -325,7 +328,7 @@ func TestURLsVouchedForBySender(t *testing.T) {
 	var owner, third peer.ID
 	for i := 0; source == ""; i++ {
 		h := fmt.Sprintf("source-%d.example", i)
-		reps := p2p.ReplicasOf(n0.memberIDs(), h, 3)
+		reps := n0.net.View().Replicas(h, 3)
 		if reps[0] != n0.net.ID() && reps[2] != n0.net.ID() {
 			source, owner, third = h, reps[0], reps[2]
 		}
@@ -363,25 +366,28 @@ func TestURLsVouchedForBySender(t *testing.T) {
 }
 
 // BenchmarkWhoMaySend is what the per-item authorisation costs in a view
-// of 64 members: a replica item, a handoff item, a forwarded link.
+// of 64 members (the ring p2p keeps of it): a replica item, a handoff
+// item, a forwarded link.
 func BenchmarkWhoMaySend(b *testing.B) {
 	members := namedPeers("m", 64)
+	view := p2p.NewRing(members)
 	const host = "h.test"
 	o := p2p.ReplicasOf(members, host, 3)
 	never := func(peer.ID) bool { return false }
+	always := func(peer.ID) bool { return true }
 	b.Run("replica", func(b *testing.B) {
 		for b.Loop() {
-			replicaFrom(members, o[1], o[0], host, 2)
+			replicaFrom(view, o[1], o[0], host, 2)
 		}
 	})
 	b.Run("handoff", func(b *testing.B) {
 		for b.Loop() {
-			handoffFrom(members, members, o[0], o[1], host, 2)
+			handoffFrom(view, always, o[0], o[1], host, 2)
 		}
 	})
 	b.Run("link", func(b *testing.B) {
 		for b.Loop() {
-			crawlsIn(members, o[0], host, never)
+			crawlsIn(view, o[0], host, never)
 		}
 	})
 }

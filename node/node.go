@@ -42,6 +42,7 @@ type Node struct {
 	replicas replicaHosts
 	pulls    pulls
 	seeds    seedBudget
+	syncs    *syncer
 	// ctx is Run's context, for work started from callbacks.
 	ctx    context.Context
 	settle *settling
@@ -83,6 +84,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if err != nil {
 		return nil, err
 	}
+	n.syncs = newSyncer(n.db)
 	defer closeOnErr(n.db.Close)
 
 	n.ix, err = index.Open(n.db, IndexOptions(), log.With("component", "index"))
@@ -223,6 +225,7 @@ func (n *Node) Run(ctx context.Context) error {
 	run(n.rebalanceLoop)
 	run(n.replicationLoop)
 	run(n.watchDisk)
+	run(n.syncs.run)
 	if len(n.cfg.Seeds) > 0 {
 		if _, err := n.AddSeeds(ctx, n.cfg.Seeds); err != nil {
 			n.log.Warn("seeds", "err", err)
@@ -330,7 +333,7 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 	if err := n.addAnchors(ctx, anchors); err != nil {
 		return err
 	}
-	return n.syncAcknowledged(len(recs) > 0)
+	return n.syncAcknowledged(ctx, len(recs) > 0)
 }
 
 // urlsFrom is the URL filter (p2p.SetURLFilter): which records of a batch
@@ -341,10 +344,10 @@ func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord)
 // at the sender, and seeds are budgeted per sender (seedBudget). A record
 // passed on by a member on the way (Hops > 0) must come from a member
 // among the R+1 closest to its host: members forward a record to the
-// closest member they know, and the first receiver was the owner in the
+// owner by their view, and the first receiver was the owner in the
 // origin's view. Each host is judged once per batch.
 func (n *Node) urlsFrom(from peer.ID, recs []p2p.URLRecord) []bool {
-	members := n.memberIDs()
+	view := n.net.View()
 	r := n.net.ReplicationFactor()
 	crawled := map[string]bool{}
 	near := map[string]bool{}
@@ -355,7 +358,7 @@ func (n *Node) urlsFrom(from peer.ID, recs []p2p.URLRecord) []bool {
 			h := hostOf(rec.URL)
 			ok, seen := near[h]
 			if !seen {
-				ok = rank(members, h, r+1, from) >= 0
+				ok = rank(view, h, r+1, from) >= 0
 				near[h] = ok
 			}
 			keep[i] = ok
@@ -364,7 +367,7 @@ func (n *Node) urlsFrom(from peer.ID, recs []p2p.URLRecord) []bool {
 		default:
 			ok, seen := crawled[rec.SourceHost]
 			if !seen {
-				ok = n.crawls(members, from, rec.SourceHost)
+				ok = n.crawls(view, from, rec.SourceHost)
 				crawled[rec.SourceHost] = ok
 			}
 			keep[i] = ok
@@ -424,9 +427,10 @@ func (n *Node) publishLoad(ctx context.Context) {
 
 // watchMembers reacts to membership changes: hosts we no longer own are
 // handed to their new owner, and a joiner gets a handoff manifest when this
-// node has hosts for it or is one of its XOR neighbours (see settling).
-// Joiners met while this node's own view was still settling are looked at
-// again once it has: only then does the view say who their neighbours are.
+// node has hosts for it or holds hosts and is one of its donors (see
+// settling). Joiners met while this node's own view was still settling
+// are looked at again once it has: only then does the view say who their
+// donors are.
 func (n *Node) watchMembers(ctx context.Context) {
 	var unsettled []peer.ID // joiners met before the view settled
 	var settled <-chan time.Time
@@ -445,14 +449,9 @@ func (n *Node) watchMembers(ctx context.Context) {
 			n.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
 			switch ev.Kind {
 			case p2p.Joined:
-				var others []peer.ID
-				for _, m := range n.net.Members() {
-					if m.ID != n.net.ID() {
-						others = append(others, m.ID)
-					}
-				}
+				others, donors := awaitedDonors(n.net.ID(), n.net.View(), n.net.Members())
 				now := time.Now()
-				n.settle.joined(n.net.ID(), others, now)
+				n.settle.joined(n.net.ID(), others, donors, now)
 				if at := n.settle.viewSettledAt(); now.Before(at) {
 					unsettled = append(unsettled, ev.Member.ID)
 					if settled == nil {

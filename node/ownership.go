@@ -12,67 +12,64 @@ import (
 )
 
 // settling keeps two nodes from crawling one host while ownership moves to
-// this node. With XOR ownership a join only moves hosts to the newcomer, and
-// a leave moves hosts to a replica that already holds their pages. So the
-// danger is a node that just joined (or rejoined after a crash) crawling a
-// host before the previous owner's crawl state arrived, and fetching again
-// what was already fetched.
+// this node. With p2p's ownership (the closest virtual key clockwise) a
+// join only moves hosts to the newcomer, and a leave moves hosts to a
+// replica that already holds their pages. So the danger is a node that
+// just joined (or rejoined after a crash) crawling a host before the
+// previous owner's crawl state arrived, and fetching again what was
+// already fetched.
 //
 // Protocol: when a node sees a member join, it sends that member a handoff
 // manifest — the hosts it is about to hand over, possibly none — if it has
-// hosts to hand over or if it is one of the joiner's manifestSendNeighbours
-// XOR-closest members by its view (sendsManifest). A node that has just met
-// the network waits for the manifests of its manifestAwaitNeighbours
-// XOR-closest members (bounded by manifestWait) before crawling anything,
-// and a host named in any manifest, awaited or not, waits for its handoff
-// (bounded by hostWait).
+// hosts to hand over, or if it holds any host and is one of the joiner's
+// donors to manifestSendDepth by its view (sendsManifest). A node that has
+// just met the network waits for the manifests of its donors to
+// manifestAwaitDepth whose heartbeat announced a host (bounded by
+// manifestWait) before crawling anything, and a host named in any
+// manifest, awaited or not, waits for its handoff (bounded by hostWait).
 //
-// Why only neighbours: a host moves from member M to joiner J only if M
-// was the member closest to the host's key and J is closer still, and in
-// the XOR metric such an M shares the longest key prefix with J of all
-// members but a few: it is one of J's closest members. Measured with
-// random keys (2000 joins into each of N = 8, 32, 64, 200 and 1000 random
-// members, 200 random hosts per join;
-// TestJoinersTakeHostsFromNeighbours checks it), the previous owners of
-// all the hosts a joiner took were among its 4 closest members in 98% of
-// the joins at N = 200 that took any host, among its 6 closest in 99.5%,
-// and among its 8 closest in all but one of the 10,000 joins.
+// Why donors: a host moves from member M to joiner J only if one of J's
+// virtual keys is the first clockwise from the host, and M owns the first
+// virtual key of the others clockwise from that one (p2p's Ring.Donors,
+// depth 1). So J takes hosts from at most p2p.VirtualKeys members, and
+// any view that holds the same members names exactly them
+// (TestDonorsAreThePreviousOwners). With fewer members than virtual keys
+// that is most of the network: ownership balanced over many small arcs
+// takes a joiner's share from many members.
 //
-// Before this rule every member sent every joiner a manifest and a joiner
-// awaited all of them: at a network's start, where every node joins every
-// other, N² messages over N² connections (the WAN simulator did not come
-// up at 128 nodes). Now a joiner receives about manifestSendNeighbours
-// manifests plus one per member that really moves hosts to it.
+// Why only members that hold hosts: at a network's start no member holds
+// a host, every member joins every other, and almost every member is
+// almost everyone's donor, so manifests "with nothing to hand over" would
+// be N² messages (the WAN simulator did not come up at 128 nodes when every
+// member sent every joiner one). A member that holds no host sends none,
+// and a joiner does not wait for one whose heartbeat (p2p.Load.Hosts)
+// announced none. A member that gets its first hosts between its last
+// heartbeat and a join still sends its manifest if it has hosts for the
+// joiner; only the joiner's crawl may have started by then.
 //
-// A view must have settled before it can tell who a joiner's neighbours
-// are. At a network's start every node's view is a handful of members, in
-// which almost everyone looks like everyone's neighbour: a member that
-// sees v others is among a joiner's manifestSendNeighbours closest with
-// odds of about 16/v, so while its view grows to N members it would send
-// about 16·(1 + ln(N/16)) manifests, and the network N times that (a
-// 128-node start-up had about 900 manifests in flight at once). So a
-// member whose view is
-// younger than manifestWait (since it first met another member) defers
-// the manifests it would send only as a neighbour until its view is that
-// old, then decides by the settled view (viewSettledAt); a manifest with
-// hosts to hand over is never deferred. A joiner whose neighbours are
-// young waits at most manifestWait, as before; in a settled network,
-// where churn happens, nothing is deferred.
+// A view must have settled before it can tell who a joiner's donors are.
+// At a network's start every node's view is a handful of members, in
+// which everyone is everyone's donor. So a member whose view is younger
+// than manifestWait (since it first met another member) defers the
+// manifests it would send only as a donor until its view is that old,
+// then decides by the settled view (viewSettledAt); a manifest with hosts
+// to hand over is never deferred. A joiner whose donors are young waits
+// at most manifestWait; in a settled network, where churn happens,
+// nothing is deferred.
 //
-// The two sizes differ on purpose. A sender decides by its view and the
-// joiner by its own; a sender that sees up to manifestSendNeighbours -
-// manifestAwaitNeighbours more members near the joiner than the joiner
-// does still sends, so the joiner is rarely left waiting for a manifest
+// The two depths differ on purpose. A sender decides by its view and the
+// joiner by its own; a sender that sees one more member next to one of the
+// joiner's virtual keys than the joiner does is that key's second donor,
+// and still sends, so the joiner is rarely left waiting for a manifest
 // that will not come. When it is (views far apart, or the joiner's view
 // still filling at a network's start), it waits manifestWait: time, not
-// correctness. And correctness does not rest on the neighbour sets: a
-// member with hosts to hand over always sends its manifest, and the
-// manifest's hosts wait for their handoff (pending) whoever sent it. What
-// the sets decide is how long a joiner holds back its whole crawl: if a
-// member outside the joiner's awaited set has hosts to hand over and its
-// manifest arrives after the joiner started crawling, the joiner may fetch
-// pages of those hosts again until the manifest arrives — the rare case
-// measured above.
+// correctness. And correctness does not rest on the donor sets: a member
+// with hosts to hand over always sends its manifest, and the manifest's
+// hosts wait for their handoff (pending) whoever sent it. What the sets
+// decide is how long a joiner holds back its whole crawl: if a member it
+// did not await has hosts to hand over and its manifest arrives after the
+// joiner started crawling, the joiner may fetch pages of those hosts again
+// until the manifest arrives.
 type settling struct {
 	mu sync.Mutex
 	// joining is true for a node started with bootstrap peers: until it
@@ -93,45 +90,35 @@ type settling struct {
 	founders map[peer.ID]bool
 }
 
-// manifestAwaitNeighbours is how many of its XOR-closest members a joiner
-// waits for; manifestSendNeighbours is how close (in the sender's view) a
-// member must be to a joiner to send it a manifest with nothing to hand
+// manifestAwaitDepth is how deep a joiner's donors it waits for;
+// manifestSendDepth is how deep (in the sender's view) a member must be
+// among a joiner's donors to send it a manifest with nothing to hand
 // over. See settling for the reasoning.
 const (
-	manifestAwaitNeighbours = 8
-	manifestSendNeighbours  = 2 * manifestAwaitNeighbours
+	manifestAwaitDepth = 1
+	manifestSendDepth  = 2
 )
 
-// sendsManifest is the sender's side of the rule: self sends joiner a
-// manifest when it has hosts to hand over (moving > 0) or when it is among
-// the joiner's manifestSendNeighbours closest other members in members
-// (self's view; self counts whether listed or not).
-func sendsManifest(self, joiner peer.ID, members []peer.ID, moving int) bool {
-	if moving > 0 {
-		return true
-	}
-	others := make([]peer.ID, 0, len(members)+1)
-	others = append(others, self)
-	for _, m := range members {
-		if m != joiner {
-			others = append(others, m)
-		}
-	}
-	return slices.Contains(p2p.ClosestMembers(others, p2p.PeerKey(joiner), manifestSendNeighbours), self)
+// sendsManifest is the sender's side of the rule: a member sends a joiner
+// a manifest when it has hosts to hand over (moving > 0), or when it holds
+// any host and is among the joiner's donors to manifestSendDepth by its
+// view.
+func sendsManifest(moving int, holdsHosts, donor bool) bool {
+	return moving > 0 || holdsHosts && donor
 }
 
 func newSettling(manifestWait, hostWait time.Duration, joining bool, now time.Time) *settling {
 	return &settling{manifestWait: manifestWait, hostWait: hostWait, joining: joining, started: now, awaiting: map[peer.ID]bool{}, pending: map[string]time.Time{}, settled: map[string]bool{}, manifested: map[peer.ID]bool{}, founders: map[peer.ID]bool{}}
 }
 
-// joined records a member joining, with the members this node (self) sees
-// now, self excluded. In the first manifestWait after this node first met
-// the network, it awaits the manifests of its manifestAwaitNeighbours
-// closest members by the current view: membership events arrive one by
-// one, but ownership already follows the whole view, and a member that a
-// closer newcomer pushed out of the neighbours is no longer awaited (it
-// sends a manifest anyway if it has hosts to hand over).
-func (s *settling) joined(self peer.ID, members []peer.ID, now time.Time) {
+// joined records a member joining, with the members this node (self)
+// sees now and those of its donors (to manifestAwaitDepth, by the same
+// view) that announced a host. In the first manifestWait after this node
+// first met the network, it awaits those donors' manifests: membership
+// events arrive one by one, but ownership already follows the whole view,
+// and a member that a newcomer displaced as a donor is no longer awaited
+// (it sends a manifest anyway if it has hosts to hand over).
+func (s *settling) joined(self peer.ID, members, donors []peer.ID, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.firstSeen.IsZero() {
@@ -146,15 +133,32 @@ func (s *settling) joined(self peer.ID, members []peer.ID, now time.Time) {
 		}
 	}
 	clear(s.awaiting)
-	for _, p := range p2p.ClosestMembers(members, p2p.PeerKey(self), manifestAwaitNeighbours) {
+	for _, p := range donors {
 		if p != self && !s.manifested[p] {
 			s.awaiting[p] = true
 		}
 	}
 }
 
+// awaitedDonors returns the members of view other than self, and those
+// of them a joiner (self) awaits a manifest from: its donors to
+// manifestAwaitDepth whose heartbeat announced a host (see settling).
+func awaitedDonors(self peer.ID, view *p2p.Ring, members []p2p.Member) (others, donors []peer.ID) {
+	awaited := view.Donors(self, manifestAwaitDepth)
+	for _, m := range members {
+		if m.ID == self || !view.Has(m.ID) {
+			continue
+		}
+		others = append(others, m.ID)
+		if m.Load.Hosts > 0 && slices.Contains(awaited, m.ID) {
+			donors = append(donors, m.ID)
+		}
+	}
+	return others, donors
+}
+
 // viewSettledAt is when this node's view is old enough to name a joiner's
-// neighbours: manifestWait after it first met another member (zero before
+// donors: manifestWait after it first met another member (zero before
 // it met anyone).
 func (s *settling) viewSettledAt() time.Time {
 	s.mu.Lock()

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -37,41 +36,51 @@ func TestSettling(t *testing.T) {
 			{nil, "h", 16, true}, // nobody answered: the network is this node
 		}},
 		{"waits for every member's manifest, then crawls hosts not named", true, []step{
-			{func(s *settling) { s.joined(self, []peer.ID{a, b}, at(1)) }, "h", 1, false},
+			{func(s *settling) { s.joined(self, []peer.ID{a, b}, []peer.ID{a, b}, at(1)) }, "h", 1, false},
 			{func(s *settling) { s.manifest(a, []string{"moving"}, at(2)) }, "h", 2, false},
 			{func(s *settling) { s.manifest(b, nil, at(3)) }, "h", 3, true},
 			{nil, "moving", 3, false},
 			{func(s *settling) { s.settle("moving") }, "moving", 4, true},
 		}},
 		{"a handoff that overtakes its manifest is not paused again", true, []step{
-			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)) }, "x", 1, false},
+			{func(s *settling) { s.joined(self, []peer.ID{a}, []peer.ID{a}, at(1)) }, "x", 1, false},
 			{func(s *settling) { s.settle("moving") }, "x", 2, false},
 			{func(s *settling) { s.manifest(a, []string{"moving"}, at(3)) }, "moving", 3, true},
 		}},
 		{"a dead member sends no manifest", true, []step{
-			{func(s *settling) { s.joined(self, []peer.ID{a, b}, at(1)) }, "h", 1, false},
+			{func(s *settling) { s.joined(self, []peer.ID{a, b}, []peer.ID{a, b}, at(1)) }, "h", 1, false},
 			{func(s *settling) { s.manifest(a, nil, at(2)); s.left(b) }, "h", 2, true},
 		}},
 		{"a host whose handoff never comes is crawled after hostWait", true, []step{
-			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)); s.manifest(a, []string{"lost"}, at(1)) }, "lost", 60, false},
+			{func(s *settling) {
+				s.joined(self, []peer.ID{a}, []peer.ID{a}, at(1))
+				s.manifest(a, []string{"lost"}, at(1))
+			}, "lost", 60, false},
 			{nil, "lost", 122, true},
 		}},
 		{"a host named again and again is held back once", true, []step{
-			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)); s.manifest(a, []string{"h"}, at(1)) }, "h", 100, false},
+			{func(s *settling) {
+				s.joined(self, []peer.ID{a}, []peer.ID{a}, at(1))
+				s.manifest(a, []string{"h"}, at(1))
+			}, "h", 100, false},
 			{func(s *settling) { s.manifest(a, []string{"h"}, at(110)) }, "h", 115, false},
 			{nil, "h", 122, true},
 			{func(s *settling) { s.manifest(a, []string{"h"}, at(130)) }, "h", 131, true},
 		}},
 		{"a host handed away is waited for again when it comes back", true, []step{
 			{func(s *settling) {
-				s.joined(self, []peer.ID{a}, at(1))
+				s.joined(self, []peer.ID{a}, []peer.ID{a}, at(1))
 				s.manifest(a, []string{"h"}, at(1))
 				s.settle("h")
 			}, "h", 20, true},
 			{func(s *settling) { s.forget("h"); s.manifest(a, []string{"h"}, at(30)) }, "h", 31, false},
 		}},
+		{"members that are not awaited donors are not waited for", true, []step{
+			{func(s *settling) { s.joined(self, []peer.ID{a, b}, []peer.ID{a}, at(1)) }, "h", 1, false},
+			{func(s *settling) { s.manifest(a, nil, at(2)) }, "h", 2, true},
+		}},
 		{"manifests wait at most manifestWait", true, []step{
-			{func(s *settling) { s.joined(self, []peer.ID{a}, at(1)) }, "h", 10, false},
+			{func(s *settling) { s.joined(self, []peer.ID{a}, []peer.ID{a}, at(1)) }, "h", 10, false},
 			{nil, "h", 17, true},
 		}},
 	}
@@ -90,8 +99,8 @@ func TestSettling(t *testing.T) {
 	}
 }
 
-// namedPeers are peer IDs for pure ownership logic: p2p.PeerKey is sha256
-// of the ID's bytes, so any distinct strings spread over the keyspace.
+// namedPeers are peer IDs for pure ownership logic: p2p hashes the ID's
+// bytes, so any distinct strings spread over the ring.
 func namedPeers(prefix string, n int) []peer.ID {
 	out := make([]peer.ID, n)
 	for i := range out {
@@ -100,40 +109,40 @@ func namedPeers(prefix string, n int) []peer.ID {
 	return out
 }
 
-// TestSettlingAwaitsNeighboursOnly: a joiner waits for the manifests of
-// its manifestAwaitNeighbours closest members by its current view, no
-// more, and forgets a member a closer one pushed out of that set.
-func TestSettlingAwaitsNeighboursOnly(t *testing.T) {
+// TestSettlingAwaitsDonorsOnly: a joiner waits for the manifests of the
+// donors it was given, no more, and forgets a donor a later view no
+// longer names.
+func TestSettlingAwaitsDonorsOnly(t *testing.T) {
 	self := peer.ID("self")
 	all := namedPeers("m", 40)
-	near := p2p.ClosestMembers(all, p2p.PeerKey(self), manifestAwaitNeighbours)
-	var far []peer.ID
-	for _, m := range all {
-		if !slices.Contains(near, m) {
-			far = append(far, m)
-		}
-	}
+	donors, others := all[:8], all[8:]
 	t0 := time.Unix(1700000000, 0)
 	tests := []struct {
-		name      string
-		views     [][]peer.ID // successive views, one joined call each
-		manifests []peer.ID
-		want      bool // mayCrawl before manifestWait ends
+		name    string
+		donors  [][]peer.ID // successive donor sets, one joined call each
+		between []peer.ID   // manifests after the first joined call
+		after   []peer.ID   // manifests after the last
+		want    bool        // mayCrawl before manifestWait ends
 	}{
-		{"the neighbours' manifests suffice", [][]peer.ID{all}, near, true},
-		{"one neighbour missing holds the crawl", [][]peer.ID{all}, near[1:], false},
-		{"far members' manifests do not replace a neighbour's", [][]peer.ID{all}, append(slices.Clone(far), near[1:]...), false},
-		{"a partial view awaits its own closest", [][]peer.ID{far[:10]}, p2p.ClosestMembers(far[:10], p2p.PeerKey(self), manifestAwaitNeighbours), true},
-		{"members pushed out by closer ones are not awaited", [][]peer.ID{far[:10], all}, near, true},
-		{"fewer members than neighbours: all awaited", [][]peer.ID{all[:3]}, all[:2], false},
+		{"the donors' manifests suffice", [][]peer.ID{donors}, nil, donors, true},
+		{"one donor missing holds the crawl", [][]peer.ID{donors}, nil, donors[1:], false},
+		{"others' manifests do not replace a donor's", [][]peer.ID{donors}, nil, append(slices.Clone(others), donors[1:]...), false},
+		{"donors a later view no longer names are not awaited", [][]peer.ID{others[:10], donors}, nil, donors, true},
+		{"a donor whose manifest came before is not awaited again", [][]peer.ID{donors[:4], donors}, donors[:4], donors[4:], true},
+		{"no donor: nothing to wait for", [][]peer.ID{nil}, nil, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSettling(15*time.Second, 2*time.Minute, true, t0)
-			for i, v := range tc.views {
-				s.joined(self, v, t0.Add(time.Duration(i+1)*time.Second))
+			for i, d := range tc.donors {
+				s.joined(self, all, d, t0.Add(time.Duration(i+1)*time.Second))
+				if i == 0 {
+					for _, m := range tc.between {
+						s.manifest(m, nil, t0.Add(time.Second))
+					}
+				}
 			}
-			for _, m := range tc.manifests {
+			for _, m := range tc.after {
 				s.manifest(m, nil, t0.Add(5*time.Second))
 			}
 			if got := s.mayCrawl("h", t0.Add(6*time.Second)); got != tc.want {
@@ -146,93 +155,88 @@ func TestSettlingAwaitsNeighboursOnly(t *testing.T) {
 	}
 }
 
-func TestSendsManifest(t *testing.T) {
-	joiner := peer.ID("joiner")
-	all := namedPeers("m", 60)
-	byDistance := p2p.ClosestMembers(all, p2p.PeerKey(joiner), len(all))
-	view := append(slices.Clone(all), joiner)
+// TestAwaitedDonors: a joiner awaits its donors by its view that announced
+// a host, and only those.
+func TestAwaitedDonors(t *testing.T) {
+	self := peer.ID("joiner")
+	all := namedPeers("m", 300)
+	view := p2p.NewRing(append(slices.Clone(all), self))
+	donors := view.Donors(self, manifestAwaitDepth)
+	if len(donors) == 0 || len(donors) >= len(all) {
+		t.Fatalf("%d donors of %d members", len(donors), len(all))
+	}
+	withHosts := func(ids ...peer.ID) []p2p.Member {
+		var ms []p2p.Member
+		for i, id := range append([]peer.ID{self}, all...) {
+			m := p2p.Member{ID: id}
+			if slices.Contains(ids, id) {
+				m.Load.Hosts = uint64(i + 1)
+			}
+			ms = append(ms, m)
+		}
+		return ms
+	}
 	tests := []struct {
 		name    string
-		self    peer.ID
-		members []peer.ID
-		moving  int
-		want    bool
+		members []p2p.Member
+		want    []peer.ID
 	}{
-		{"closest member", byDistance[0], view, 0, true},
-		{"last of the send neighbours", byDistance[manifestSendNeighbours-1], view, 0, true},
-		{"first beyond them", byDistance[manifestSendNeighbours], view, 0, false},
-		{"farthest member", byDistance[len(byDistance)-1], view, 0, false},
-		{"farthest member with hosts to hand over", byDistance[len(byDistance)-1], view, 1, true},
-		{"self counted even if missing from the list", byDistance[0], byDistance[1:], 0, true},
-		{"a small view: everyone is a neighbour", byDistance[len(byDistance)-1], byDistance[len(byDistance)-5:], 0, true},
+		{"every member holds hosts: all donors", withHosts(all...), donors},
+		{"none holds a host: none awaited", withHosts(), nil},
+		{"donors without hosts are not awaited", withHosts(donors[1:]...), donors[1:]},
+		{"members that are not donors are not awaited", withHosts(self, all[0], donors[0]), []peer.ID{donors[0]}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := sendsManifest(tc.self, joiner, tc.members, tc.moving); got != tc.want {
+			others, got := awaitedDonors(self, view, tc.members)
+			if len(others) != len(all) {
+				t.Fatalf("%d others, want %d", len(others), len(all))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("awaited %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSendsManifest(t *testing.T) {
+	tests := []struct {
+		name         string
+		moving       int
+		holds, donor bool
+		want         bool
+	}{
+		{"hosts to hand over", 1, true, false, true},
+		{"a donor with hosts, none moving", 0, true, true, true},
+		{"a donor without hosts", 0, false, true, false},
+		{"not a donor", 0, true, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sendsManifest(tc.moving, tc.holds, tc.donor); got != tc.want {
 				t.Fatalf("sendsManifest = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestJoinersTakeHostsFromNeighbours checks the premise of the manifest
-// rule on random keys: the members a joiner takes hosts from are among its
-// manifestAwaitNeighbours closest members in all but a rare join, and
-// always among its manifestSendNeighbours closest.
-func TestJoinersTakeHostsFromNeighbours(t *testing.T) {
-	dist := func(a, b p2p.Key) p2p.Key {
-		var d p2p.Key
-		for i := range a {
-			d[i] = a[i] ^ b[i]
+// TestSendDepthCoversOneUnseenMember: a member that is a joiner's donor
+// in the joiner's view is one in the view of a sender that sees one more
+// member, at the sending depth; so a sender whose view has one member the
+// joiner's lacks still sends the manifest the joiner waits for.
+func TestSendDepthCoversOneUnseenMember(t *testing.T) {
+	for trial := 0; trial < 30; trial++ {
+		members := namedPeers(fmt.Sprintf("t%d-", trial), 20+trial)
+		joiner, extra := peer.ID(fmt.Sprintf("joiner-%d", trial)), peer.ID(fmt.Sprintf("extra-%d", trial))
+		joinerView := p2p.NewRing(append(slices.Clone(members), joiner))
+		senderView := joinerView.With(extra)
+		sending := senderView.Donors(joiner, manifestSendDepth)
+		for _, d := range joinerView.Donors(joiner, manifestAwaitDepth) {
+			if !slices.Contains(sending, d) {
+				t.Fatalf("trial %d: %s is awaited but would not send", trial, d)
+			}
 		}
-		return d
-	}
-	less := func(a, b p2p.Key) bool { return bytes.Compare(a[:], b[:]) < 0 }
-	const joins, hostsPerJoin = 300, 100
-	for _, size := range []int{16, 64, 200} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			var took, outsideAwait int
-			for j := 0; j < joins; j++ {
-				members := namedPeers(fmt.Sprintf("n%d-j%d-", size, j), size)
-				joiner := peer.ID(fmt.Sprintf("joiner-%d-%d", size, j))
-				jk := p2p.PeerKey(joiner)
-				keys := make([]p2p.Key, size)
-				for i, m := range members {
-					keys[i] = p2p.PeerKey(m)
-				}
-				rank := map[peer.ID]int{}
-				for r, m := range p2p.ClosestMembers(members, jk, size) {
-					rank[m] = r
-				}
-				worst := -1
-				for h := 0; h < hostsPerJoin; h++ {
-					hk := p2p.HostKey(fmt.Sprintf("host%d.join%d.n%d", h, j, size))
-					best := 0
-					for i := range keys {
-						if less(dist(keys[i], hk), dist(keys[best], hk)) {
-							best = i
-						}
-					}
-					if less(dist(jk, hk), dist(keys[best], hk)) {
-						worst = max(worst, rank[members[best]])
-					}
-				}
-				if worst < 0 {
-					continue
-				}
-				took++
-				if worst >= manifestSendNeighbours {
-					t.Fatalf("join %d took a host from its %d-th closest member", j, worst+1)
-				}
-				if worst >= manifestAwaitNeighbours {
-					outsideAwait++
-				}
-			}
-			if took == 0 || outsideAwait*100 > took {
-				t.Fatalf("%d of %d joins took hosts from beyond the %d awaited neighbours (want at most 1%%)", outsideAwait, took, manifestAwaitNeighbours)
-			}
-			t.Logf("%d members: %d of %d joins took hosts from beyond the awaited neighbours", size, outsideAwait, took)
-		})
 	}
 }
 

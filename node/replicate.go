@@ -629,7 +629,7 @@ func (n *Node) receiveReplica(ctx context.Context, from peer.ID, payload []byte)
 	if err := n.applyAnchors(ctx, m.Anchors); err != nil {
 		return err
 	}
-	return n.syncAcknowledged(len(docs) > 0)
+	return n.syncAcknowledged(ctx, len(docs) > 0)
 }
 
 // replicaHosts remembers the hosts this node holds pages of only as a
@@ -754,7 +754,7 @@ func (n *Node) takeOverHost(ctx context.Context, host string) error {
 		}
 		for _, l := range parsed.Links {
 			if !l.NoFollow {
-				links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1})
+				links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1, Base: l.Base})
 			}
 		}
 		return nil

@@ -221,14 +221,11 @@ func (n *Node) dbSize() (lsm, vlog int64) {
 // syncAcknowledged makes what a peer delivered durable before it is
 // acknowledged, in SyncAcked mode (the sender deletes what is
 // acknowledged, so a power loss here would lose it everywhere); wrote
-// says whether the message stored anything. One fsync of the value log and
-// the memtable's write-ahead log per message, not per page.
-func (n *Node) syncAcknowledged(wrote bool) error {
+// says whether the message stored anything. Messages share fsyncs
+// (syncer).
+func (n *Node) syncAcknowledged(ctx context.Context, wrote bool) error {
 	if !wrote || n.cfg.Sync != SyncAcked && n.cfg.Sync != "" {
 		return nil
 	}
-	if err := n.db.Sync(); err != nil {
-		return fmt.Errorf("sync before acknowledging: %w", err)
-	}
-	return nil
+	return n.syncs.sync(ctx)
 }

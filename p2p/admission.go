@@ -25,6 +25,14 @@ import (
 // (maxCandidates, forgotten after MemberTimeout of silence) and one
 // failed dial.
 //
+// A candidate's heartbeat is not relayed onwards (only members' are), so
+// honest nodes never pass on an origin they could not reach. The peer that
+// relayed a candidate to this node vouched for it: a relayer whose
+// candidates fail their dials relayFailures times within relayWindow is
+// blacklisted in gossipsub for relayBan (its messages are then dropped
+// before their signatures are checked), which ends a flood of heartbeats
+// signed by generated keys after a few rounds.
+//
 // Admissions are further bounded by Config.MaxMembers and by a join rate
 // (Config.JoinRate, JoinBurst): an attacker who runs many real hosts can
 // still join with each, up to those bounds (the Sybil limit; RELIABILITY.md
@@ -36,6 +44,11 @@ const (
 	// candidateRedial is how long a candidate waits before being dialled
 	// again after a failed dial.
 	candidateRedial = 10 * time.Second
+	// relayFailures failed candidates within relayWindow blacklist their
+	// relayer for relayBan.
+	relayFailures = 20
+	relayWindow   = time.Minute
+	relayBan      = 10 * time.Minute
 )
 
 // candidate is an origin heard from but not admitted.
@@ -43,6 +56,7 @@ type candidate struct {
 	hb       heartbeat
 	heard    time.Time // last heartbeat
 	dialedAt time.Time
+	relayer  peer.ID // who first passed its heartbeat on
 }
 
 // admission holds the candidates and the join limiter; Node.mu guards it.
@@ -51,6 +65,14 @@ type admission struct {
 	maxCandidates int
 	joins         *rate.Limiter
 	candidates    map[peer.ID]*candidate
+	// failures counts each relayer's failed candidates since the start of
+	// its window.
+	failures map[peer.ID]*relayRecord
+}
+
+type relayRecord struct {
+	since  time.Time
+	failed int
 }
 
 func newAdmission(cfg Config) *admission {
@@ -59,6 +81,7 @@ func newAdmission(cfg Config) *admission {
 		maxCandidates: max(64, cfg.MaxMembers/4),
 		joins:         rate.NewLimiter(cfg.JoinRate, cfg.JoinBurst),
 		candidates:    map[peer.ID]*candidate{},
+		failures:      map[peer.ID]*relayRecord{},
 	}
 }
 
@@ -72,14 +95,14 @@ const (
 
 // decide judges the heartbeat of an origin that is not a member. members
 // is the current member count (this node excluded).
-func (a *admission) decide(from peer.ID, hb heartbeat, connected bool, members int, now time.Time) verdict {
+func (a *admission) decide(from peer.ID, hb heartbeat, relayer peer.ID, connected bool, members int, now time.Time) verdict {
 	if !connected {
 		c := a.candidates[from]
 		if c == nil {
 			if len(a.candidates) >= a.maxCandidates {
 				return refused
 			}
-			c = &candidate{}
+			c = &candidate{relayer: relayer}
 			a.candidates[from] = c
 		}
 		c.hb, c.heard = hb, now
@@ -110,9 +133,41 @@ func (a *admission) known(p peer.ID) bool { _, ok := a.candidates[p]; return ok 
 
 func (a *admission) full() bool { return len(a.candidates) >= a.maxCandidates }
 
+// failed records that candidate p did not answer its dial, and reports
+// whether its relayer has now vouched for relayFailures such candidates
+// within relayWindow; if so, the relayer's candidates are forgotten.
+func (a *admission) failed(p peer.ID, now time.Time) (relayer peer.ID, ban bool) {
+	c := a.candidates[p]
+	if c == nil || c.relayer == "" || c.relayer == p {
+		return "", false
+	}
+	relayer = c.relayer
+	r := a.failures[relayer]
+	if r == nil || now.Sub(r.since) > relayWindow {
+		r = &relayRecord{since: now}
+		a.failures[relayer] = r
+	}
+	r.failed++
+	if r.failed < relayFailures {
+		return relayer, false
+	}
+	delete(a.failures, relayer)
+	for id, c := range a.candidates {
+		if c.relayer == relayer {
+			delete(a.candidates, id)
+		}
+	}
+	return relayer, true
+}
+
 // expire forgets candidates silent for longer than timeout and returns
 // those due for another dial.
 func (a *admission) expire(now time.Time, timeout time.Duration) (redial []peer.ID) {
+	for r, rec := range a.failures {
+		if now.Sub(rec.since) > relayWindow {
+			delete(a.failures, r)
+		}
+	}
 	for p, c := range a.candidates {
 		switch {
 		case now.Sub(c.heard) > timeout:
@@ -155,8 +210,16 @@ func (n *Node) confirmCandidate(p peer.ID) {
 		if err != nil || n.h.Network().Connectedness(p) != network.Connected {
 			n.st.candidateDialsFailed.Add(1)
 			n.log.Debug("candidate member not reachable at its announced addresses", "peer", p, "err", err)
+			n.mu.Lock()
+			relayer, ban := n.adm.failed(p, n.clock.Now())
+			n.mu.Unlock()
+			if ban && relayer != n.h.ID() {
+				n.st.relayersBanned.Add(1)
+				n.log.Warn("peer blacklisted in gossip: it relayed heartbeats of members that do not exist", "peer", relayer, "for", relayBan)
+				n.ps.BlacklistPeer(relayer)
+			}
 			return
 		}
-		n.onHeartbeat(p, hb)
+		n.onHeartbeat(p, hb, p)
 	})
 }

@@ -50,7 +50,8 @@
 // published every HeartbeatInterval ±25 % (nodes started together would
 // otherwise publish in lockstep, and the bursts overflow gossipsub's
 // queues: Stats.GossipDrops) on the GossipSub topic
-// "sou/<network>/members/1" (signed by the origin, validated: size-capped,
+// "sou/<network>/members/2" (its version is the ownership scheme's;
+// signed by the origin, validated: size-capped,
 // decoded, rate-limited per origin) carrying addresses and Load. An
 // origin becomes a member only while this node has a live, authenticated
 // connection to it; one heard but not connected is a candidate, dialled
@@ -78,14 +79,48 @@
 //
 // # Ownership
 //
-// A peer's key is sha256(peer ID bytes) (kbucket.ConvertPeerID); a host's
-// key is sha256(lowercased host[:port]). Owner = the live member (self
-// included) XOR-closest to the host key; Replicas = the R closest, owner
-// first. OwnerOf is the pure function used by tests and reports. Holds(p,
-// host) says whether p holds host: p is a member (or this node) among the
-// R closest. A peer not admitted holds nothing. Claims are checked with
-// it, and node gives it to the search coordinator so that results a shard
-// sends for hosts it does not hold are dropped.
+// Hosts are placed by consistent hashing with virtual keys (Karger et al.;
+// Dynamo's virtual nodes) on a ring of 64-bit points. A host's point is
+// the first 64 bits of HostKey, sha256(lowercased host[:port]). Each
+// member has VirtualKeys (128) points, derived from 128 bits of its peer
+// key sha256(peer ID) (splitmix64 steps: a member's points are distinct,
+// and placing them at will costs what placing the peer key does). A
+// member's distance to a point is how far clockwise its nearest virtual
+// key lies; ties (two members' keys colliding) go to the smaller peer ID,
+// so the order is strict and every node computes it alike. Owner = the
+// member (self included) closest to the host; Replicas = the R closest
+// distinct members, owner first. A join moves hosts only to the newcomer,
+// and from at most VirtualKeys members, its donors (Ring.Donors): for
+// each of its points, the member owning the next point of the others. A
+// leave moves each of the leaver's hosts to the next member on the ring,
+// its replica.
+//
+// Why virtual keys: with one key per member the arcs (or XOR cells) are
+// as uneven as a handful of random points, and the most loaded member
+// owns several times the mean; the spread of the sum of a member's arcs
+// shrinks with the number of keys (TestOwnershipSpread prints the spread
+// of one key and of VirtualKeys keys; BENCHMARKS.md, "Balanced
+// ownership", the testnets'). Rendezvous hashing (HRW) balances at least
+// as well with no keys to choose, but a joiner takes hosts from every
+// member, so a join would need a manifest and a handoff from all N; the
+// ring bounds a joiner's donors by VirtualKeys. XOR over virtual keys
+// balances about as well as the ring, but names a joiner's donors only
+// with high odds (among the few keys closest to each of its own), where
+// the ring names them exactly.
+//
+// OwnerOf and ReplicasOf are the pure functions over a member list (tests,
+// reports, node's lists that are not the view); they derive every
+// member's keys anew. The node keeps a Ring of its view (View), replaced
+// when a member joins or leaves (a merge, O(N·VirtualKeys)), and answers
+// Owner, Replicas, IsOwner and Holds from it with one binary search.
+// Holds(p, host) says whether p holds host: p is a member (or this node)
+// among the R closest. A peer not admitted holds nothing. Claims are
+// checked with it, and node gives it to the search coordinator so that
+// results a shard sends for hosts it does not hold are dropped. The claim
+// registry of a key is the member closest to sha256(key) on the same ring.
+// The DHT's routing table still places peers by their one peer key:
+// ownership is computed over the full membership view, not looked up in
+// the DHT.
 //
 // # Members only
 //
@@ -120,11 +155,15 @@
 // A receiver first asks the URL filter (SetURLFilter: node's rule of which
 // records a member may vouch for) about every record of a batch and drops
 // those it refuses (Stats.URLsFiltered); then it hands the records it owns
-// (by its view) to the handler and
-// re-forwards the rest to the closest member it knows with Hops+1, dropping
-// (and logging, counting) records past MaxHops. The closest member known is
-// strictly closer to the host than the forwarding node, so chains cannot
-// loop and views that differ briefly converge on one owner.
+// (by its view) to the handler and re-forwards the rest to the owner by
+// its view with Hops+1, dropping (and logging, counting) records past
+// MaxHops. Chains cannot loop, however the views differ: a receiver's view
+// holds itself, so the owner it forwards to is strictly closer to the host
+// than itself in the order above, and that order (distance to the nearest
+// virtual key, then peer ID) belongs to the pair of member and host, not
+// to any view. Each hop therefore gets strictly closer, no member is
+// visited twice, and a chain ends at a member that owns the host by its
+// own view (TestGreedyForwardingTerminates).
 //
 // # Protocols and wire formats (all IDs versioned, all include the network)
 //
@@ -154,8 +193,9 @@
 //     returns nil. Batch payloads: each message counts against the peer rate.
 //   - /sou/<network>/claim/2.0.0: version, hops, key, value (a URL), the
 //     origin's public key and its signature over ("sou/claim/1", network,
-//     key, value); routed greedily to the member closest to sha256(key),
-//     which keeps the least value claimed so far (shortest, then byte
+//     key, value); routed greedily to the member closest to sha256(key)
+//     on the ownership ring, which keeps the least value claimed so far
+//     (shortest, then byte
 //     order: the winner does not depend on arrival order) and returns it.
 //     Every hop verifies the signature (a forgery is
 //     malformed: reset, counted, sender throttled) and refuses the claim
@@ -179,7 +219,11 @@
 // Concurrency: a peer may have at most MaxStreamsPerPeer (128) inbound
 // streams being handled at once, at most MaxSearchesPerPeer (32) search
 // requests (more are answered busy: Stats.SearchesRefused), and at most 4
-// URL batches; streams beyond
+// URL batches. Search requests run on as many workers as there are cores;
+// a freed worker goes to the waiting peer that used the workers least
+// lately (searchqueue.go), so a member that sends many or costly searches
+// delays its own, not others'; one not started by its deadline is
+// answered busy. Streams beyond
 // are reset on arrival (Stats.StreamsRefused). Exceeding it is not
 // penalised: an honest coordinator under load may run many searches at
 // once. A request must keep arriving: StreamIdleTimeout (10 s) of silence

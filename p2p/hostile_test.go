@@ -137,11 +137,11 @@ func TestHostileClaimsAndRoutingForHostsItDoesNotHold(t *testing.T) {
 	owner := nodes[OwnerOf(all, host)]
 	var key []byte
 	for i := 0; key == nil; i++ {
-		if k := fmt.Appendf(nil, "fingerprint-%d", i); closestTo(all, dataKey(k)) != x.ID() {
+		if k := fmt.Appendf(nil, "fingerprint-%d", i); ownerOfKey(all, dataKey(k)) != x.ID() {
 			key = k
 		}
 	}
-	target := nodes[closestTo(all, dataKey(key))]
+	target := nodes[ownerOfKey(all, dataKey(key))]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -90,18 +90,6 @@ func (n *Node) Members() []Member {
 	return out
 }
 
-// memberIDs is the current view as IDs, self included.
-func (n *Node) memberIDs() []peer.ID {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ids := make([]peer.ID, 0, len(n.members)+1)
-	ids = append(ids, n.h.ID())
-	for id := range n.members {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
 func (n *Node) isMember(p peer.ID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -109,15 +97,19 @@ func (n *Node) isMember(p peer.ID) bool {
 	return ok
 }
 
+// View is the ownership ring of this node's view (the members and this
+// node) as it is now; it does not change when the view does.
+func (n *Node) View() *Ring { return n.ring.Load() }
+
 // Owner is the owner of host by this node's view.
-func (n *Node) Owner(host string) peer.ID { return OwnerOf(n.memberIDs(), host) }
+func (n *Node) Owner(host string) peer.ID { return n.View().Owner(host) }
 
 // ReplicationFactor is R, the number of members that hold each host.
 func (n *Node) ReplicationFactor() int { return n.cfg.Replicas }
 
 // Replicas is the R closest live members to host, owner first.
 func (n *Node) Replicas(host string) []peer.ID {
-	return ReplicasOf(n.memberIDs(), host, n.cfg.Replicas)
+	return n.View().Replicas(host, n.cfg.Replicas)
 }
 
 // Holds reports whether p holds host by this node's view: p is this node
@@ -211,7 +203,7 @@ func (n *Node) publishHeartbeat() {
 // validateHeartbeat runs inside pubsub before a message is relayed: bad
 // or flooding origins are rejected (which also lowers the relaying peer's
 // gossipsub score).
-func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+func (n *Node) validateHeartbeat(_ context.Context, relayer peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	origin := msg.GetFrom()
 	if origin == n.h.ID() {
 		return pubsub.ValidationAccept
@@ -229,7 +221,19 @@ func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Messa
 		return pubsub.ValidationReject
 	}
 	msg.ValidatorData = hb
-	return pubsub.ValidationAccept
+	if n.isMember(origin) {
+		return pubsub.ValidationAccept
+	}
+	// Not a member yet: admitted here if it can be, and relayed onwards
+	// only then. A candidate's heartbeat stays with this node, so that
+	// honest members never relay an origin they could not reach, and the
+	// relayer of a candidate that fails its dial is the one that vouched
+	// for it (relayer accounting, admission.go).
+	n.onHeartbeat(origin, hb, relayer)
+	if n.isMember(origin) {
+		return pubsub.ValidationAccept
+	}
+	return pubsub.ValidationIgnore
 }
 
 // mayHear reports whether a heartbeat from origin is worth decoding: it
@@ -277,11 +281,13 @@ func (n *Node) receiveHeartbeats() {
 		if !ok {
 			continue
 		}
-		n.onHeartbeat(from, hb)
+		n.onHeartbeat(from, hb, msg.ReceivedFrom)
 	}
 }
 
-func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
+// onHeartbeat applies a heartbeat of from, relayed to this node by relayer
+// (from itself when it came directly).
+func (n *Node) onHeartbeat(from peer.ID, hb heartbeat, relayer peer.ID) {
 	if n.opts.viewFilter != nil && !n.opts.viewFilter(string(from)) {
 		return
 	}
@@ -299,6 +305,7 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
 	case hb.Leaving && known:
 		n.tombstones[from] = hb.SentMs
 		delete(n.members, from)
+		n.ring.Store(n.ring.Load().Without(from))
 		n.departed[from] = now
 		ev = &MemberEvent{Kind: Left, Member: *m, At: now}
 	case hb.Leaving:
@@ -307,11 +314,12 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat) {
 		n.lastSent[from] = hb.SentMs
 		m.Addrs, m.Load, m.LastSeen = hb.Addrs, hb.Load, now
 	default:
-		switch n.adm.decide(from, hb, connected, len(n.members), now) {
+		switch n.adm.decide(from, hb, relayer, connected, len(n.members), now) {
 		case admitted:
 			n.lastSent[from] = hb.SentMs
 			m = &Member{ID: from, Addrs: hb.Addrs, Load: hb.Load, LastSeen: now, Key: PeerKey(from)}
 			n.members[from] = m
+			n.ring.Store(n.ring.Load().With(from))
 			ev = &MemberEvent{Kind: Joined, Member: *m, At: now}
 		case candidacy:
 			dial = true
@@ -380,6 +388,7 @@ func (n *Node) expireMembers() {
 	for id, m := range n.members {
 		if now.Sub(m.LastSeen) > n.cfg.MemberTimeout {
 			delete(n.members, id)
+			n.ring.Store(n.ring.Load().Without(id))
 			n.departed[id] = now
 			gone = append(gone, *m)
 		}

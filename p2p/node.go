@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,8 +61,11 @@ type Node struct {
 	closed atomic.Bool
 	start  time.Time
 
-	mu         sync.Mutex
-	members    map[peer.ID]*Member
+	mu      sync.Mutex
+	members map[peer.ID]*Member
+	// ring is the ownership ring of members and this node, replaced
+	// (under mu) whenever members changes; read without a lock.
+	ring       atomic.Pointer[Ring]
 	tombstones map[peer.ID]uint64 // SentMs of a member's leave message
 	lastSent   map[peer.ID]uint64
 	departed   map[peer.ID]time.Time // when a member left, for pruneDepartures
@@ -88,6 +92,8 @@ type Node struct {
 	dialing sync.Map // peer.ID -> true while a routing-table dial runs
 	// candidateSem bounds the dials to candidate members under way.
 	candidateSem chan struct{}
+	// searches runs other members' search requests in turn (searchqueue.go).
+	searches *searchQueue
 	// refusalLog paces the warnings about refused strangers, which come
 	// as fast as a stranger sends.
 	refusalLog *rate.Limiter
@@ -119,6 +125,7 @@ type counters struct {
 	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused         atomic.Uint64
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
 	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
+	relayersBanned                                                            atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
 }
@@ -170,6 +177,9 @@ type Stats struct {
 	MembersRefused       uint64
 	HeartbeatsIgnored    uint64
 	CandidateDialsFailed uint64
+	// RelayersBanned counts peers blacklisted in gossip for relaying
+	// heartbeats of members that do not answer (admission.go).
+	RelayersBanned uint64
 	// ClaimsThrottled counts claims refused because their origin exceeded
 	// ClaimRate.
 	ClaimsThrottled uint64
@@ -202,8 +212,11 @@ func ProtocolIDs(network string) (urls, search, deliver, claim protocol.ID) {
 		protocol.ID(base + "/deliver/1.0.0"), protocol.ID(base + "/claim/2.0.0")
 }
 
-// MembershipTopic is the GossipSub topic of a network's heartbeats.
-func MembershipTopic(network string) string { return "sou/" + network + "/members/1" }
+// MembershipTopic is the GossipSub topic of a network's heartbeats. Its
+// version is the ownership scheme's: nodes that place hosts differently
+// must not become members of one another, or forwarding between them
+// would go round until the hop limit.
+func MembershipTopic(network string) string { return "sou/" + network + "/members/2" }
 
 // New starts a node: host (unless WithHost), DHT, membership gossip,
 // protocol handlers, and the senders of any outbox left from a previous run.
@@ -234,6 +247,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		adm:          newAdmission(cfg),
 		candidateSem: make(chan struct{}, candidateDials),
 		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
+		searches:     newSearchQueue(runtime.GOMAXPROCS(0)),
 		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
@@ -251,6 +265,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		n.cancel()
 		return nil, err
 	}
+	n.ring.Store(NewRing([]peer.ID{n.h.ID()}))
 	if err := n.startRest(ctx); err != nil {
 		_ = n.Close()
 		return nil, err
@@ -377,6 +392,10 @@ func (n *Node) startRest(ctx context.Context) error {
 	}
 	n.kad = kad
 
+	banned, err := pubsub.NewTimeCachedBlacklist(relayBan)
+	if err != nil {
+		return fmt.Errorf("p2p: gossip blacklist: %w", err)
+	}
 	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
 		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
@@ -385,6 +404,7 @@ func (n *Node) startRest(ctx context.Context) error {
 		// default queue of 32 RPCs per peer drops them (Stats.GossipDrops).
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithRawTracer(&n.st.gossip),
+		pubsub.WithBlacklist(banned),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
@@ -635,6 +655,7 @@ func (n *Node) Stats() Stats {
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),
+		RelayersBanned:       n.st.relayersBanned.Load(),
 		GossipDrops:          n.st.gossip.total(),
 		OutboxDepth:          urls,
 		OutboxByPeer:         byPeer,

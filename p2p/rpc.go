@@ -62,6 +62,12 @@ func (n *Node) handleSearch(ctx context.Context, from peer.ID, msg []byte) ([]by
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	start, err := n.searches.acquire(ctx, from)
+	if err != nil {
+		n.st.searchesRefused.Add(1)
+		return nil, errSearchBusy
+	}
+	defer n.searches.release(from, start)
 	n.mu.Lock()
 	h := n.searchH
 	n.mu.Unlock()
@@ -197,7 +203,7 @@ func (n *Node) Claim(ctx context.Context, key []byte, value string) (string, err
 }
 
 func (n *Node) claim(ctx context.Context, c claimRequest) (string, error) {
-	target := closestTo(n.memberIDs(), dataKey(c.Key))
+	target := n.View().ownerOfKey(dataKey(c.Key))
 	if target == n.h.ID() {
 		return n.claimLocal(c.Key, c.Value)
 	}

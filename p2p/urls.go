@@ -43,7 +43,7 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 	}
 	var invalid []error
 	byOwner := map[peer.ID][]URLRecord{}
-	members := n.memberIDs()
+	view := n.View()
 	for _, r := range recs {
 		if err := validateRecord(r); err != nil {
 			n.st.urlsInvalid.Add(1)
@@ -60,7 +60,7 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 			}
 			continue
 		}
-		o := OwnerOf(members, host)
+		o := view.Owner(host)
 		byOwner[o] = append(byOwner[o], r)
 	}
 	for o, rs := range byOwner {
@@ -229,7 +229,7 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 	if err != nil {
 		return err
 	}
-	members := n.memberIDs()
+	view := n.View()
 	byOwner := map[peer.ID][]URLRecord{}
 	var local []URLRecord
 	for _, e := range decoded {
@@ -237,7 +237,7 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 		if err != nil {
 			continue
 		}
-		o := OwnerOf(members, host)
+		o := view.Owner(host)
 		if o == n.h.ID() {
 			local = append(local, e.rec)
 		} else {
@@ -295,7 +295,7 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 	n.st.batchesReceived.Add(1)
 	n.st.urlsReceived.Add(uint64(len(recs)))
 	n.st.receivedBytes.Add(uint64(len(msg) + uvarintLen(uint64(len(msg)))))
-	members := n.memberIDs()
+	view := n.View()
 	self := n.h.ID()
 	n.mu.Lock()
 	filter := n.urlFilter
@@ -321,7 +321,7 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 		if err != nil {
 			return nil, malformed("record url: %v", err)
 		}
-		o := OwnerOf(members, host)
+		o := view.Owner(host)
 		if o == self {
 			mine = append(mine, r)
 			continue

@@ -79,8 +79,11 @@ type Request struct {
 // MaxResultsPerPage bounds Request.N.
 const MaxResultsPerPage = 100
 
-// MaxPage bounds Request.Page.
-const MaxPage = 50
+// MaxPage bounds Request.Page: at most 1,000 results can be paged
+// through (10 pages of 100), and a shard is never asked for more than
+// MaxPage·MaxResultsPerPage plus ShardK candidates. A deeper page would
+// make every shard rank thousands of candidates for one request.
+const MaxPage = 10
 
 // Result is one ranked hit. Title and Snippet are plain text, never HTML:
 // whoever shows them escapes them.

@@ -4,6 +4,11 @@
 // saw.
 //
 // Report decisions of `sou testnet run`:
+//   - The network section's owner spreads and each per_node entry's
+//     truth_* keys split the web's hosts (keyed as the nodes key them,
+//     crawl.HostKey of their URLs) and their required pages by
+//     p2p.OwnerOf over the members at the end of the crawl: the web's
+//     truth and the final ownership, not the nodes' own counts.
 //   - Judged queries (--qrels, sou/eval's files) run at the first live node
 //     one at a time with a 2 s deadline, over the part --qrels-split (all
 //     by default, the dev and test parts then reported apart). Searches
@@ -68,8 +73,14 @@
 //     join is a fresh identity bootstrapped to three live nodes. Node 0,
 //     where the seeds are submitted, never leaves.
 //   - Report: the crawl section comes from the web's request log with the
-//     same checks as `sou testnet run`; network from the nodes' Status;
-//     search from a query phase run in process (node.Search) at
+//     same checks as `sou testnet run`; network from the nodes' Status,
+//     except its owner spreads, which come from the truth listing and the
+//     final ownership (ownershipOf), as in `sou testnet run`; per_node
+//     from each live node's Status and the web's requests from its
+//     address, without the CPU and memory keys: the nodes share one
+//     process, and Go keeps no CPU or memory figure per goroutine, so a
+//     node's own cannot be measured (the sim section gives the process's
+//     and its share per node); search from a query phase run in process (node.Search) at
 //     --query-nodes nodes spread over the network, opened by one
 //     unmeasured search per asking node (its first search opens
 //     connections to the half of the members outside its DHT routing

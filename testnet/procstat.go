@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -152,18 +153,28 @@ func cpuSecondsOf(pid int) (float64, error) {
 }
 
 // perNodeReport is the per_node array: each node's status at the end (if
-// it answers) with its process figures.
-func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures) []NodeFigures {
+// it answers), the web's requests from its address, and its process
+// figures.
+func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures, requests map[string]int) []NodeFigures {
 	var out []NodeFigures
 	for _, p := range l.all() {
 		f := procs[p.Index]
-		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, CPUSeconds: f.CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
+		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, WebRequests: requests[p.IP], CPUSeconds: f.CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
 		if p.alive() {
 			if st, err := p.status(ctx); err == nil {
-				nf.HostsOwned, nf.PagesStored = st.OwnedHosts, st.Index.Docs
+				nf.HostsOwned, nf.PagesStored, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs, st.Index.PostingsBytes
 			}
 		}
 		out = append(out, nf)
 	}
 	return out
+}
+
+// selfCPUSeconds is the user and system CPU time of this process so far.
+func selfCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }

@@ -59,6 +59,12 @@ type CrawlReport struct {
 	Seconds              float64          `json:"seconds"`
 	PagesPerSecond       float64          `json:"pages_per_second"`
 	Requests             int              `json:"requests"`
+	// CPUSecondsAll is the CPU time of every process of the testnet up to
+	// the end of the crawl: the nodes (sampled from /proc, summed over
+	// restarts) and the testnet's own process (the simulated web, the
+	// launcher, attackers if any); CPUMsPerPage is that per page fetched.
+	CPUSecondsAll float64 `json:"cpu_seconds_all"`
+	CPUMsPerPage  float64 `json:"cpu_ms_per_page"`
 	// Missing lists (up to 20) required pages nobody fetched.
 	Missing []string `json:"missing,omitempty"`
 	// Duplicates lists (up to 20) URLs fetched more than once.
@@ -83,6 +89,15 @@ type NetworkReport struct {
 	BytesPerURL       float64 `json:"bytes_per_url"`
 	ForwardHopsMax    int     `json:"forward_hops_max"`
 	HandoffPages      int64   `json:"handoff_pages"`
+	// OwnerSpread is the most hosts one member owns over the mean, by the
+	// final ownership (p2p.OwnerOf over the members at the end) of the
+	// web's hosts (its truth listing), not by the nodes' own counts;
+	// OwnerSpreadPages the same for required pages; OwnerSpreadPagesFloor
+	// the least any split by host could reach (the largest host's
+	// required pages over the mean, at least 1). See ownershipOf.
+	OwnerSpread           float64 `json:"owner_spread"`
+	OwnerSpreadPages      float64 `json:"owner_spread_pages"`
+	OwnerSpreadPagesFloor float64 `json:"owner_spread_pages_floor"`
 }
 
 // SearchReport is the search section (issue 6).
@@ -120,16 +135,26 @@ type SearchReport struct {
 }
 
 // NodeFigures is one node of the per_node array: what it holds (from its
-// status at the end) and what its processes cost (from /proc, sampled
-// every second, CPU summed over restarts).
+// status at the end: hosts_owned is the hosts its crawler knows and it
+// owns by its view, pages_stored its index's documents, postings_bytes
+// their encoded postings), what the final ownership gives it by the web's
+// truth (truth_hosts, truth_pages_required: ownershipOf), the requests the
+// web logged from its address, and what its processes cost (from /proc,
+// sampled every second, CPU summed over restarts; `sou testnet sim` runs
+// every node in one process, where no figure of a node's own CPU or
+// memory exists, and leaves them out).
 type NodeFigures struct {
 	Node          int     `json:"node"`
 	Peer          string  `json:"peer"`
 	HostsOwned    int     `json:"hosts_owned"`
 	PagesStored   int64   `json:"pages_stored"`
-	CPUSeconds    float64 `json:"cpu_seconds"`
-	RSSAnonPeakMB float64 `json:"rss_anon_peak_mb"`
-	RSSFilePeakMB float64 `json:"rss_file_peak_mb"`
+	PostingsBytes int64   `json:"postings_bytes"`
+	TruthHosts    int     `json:"truth_hosts"`
+	TruthPages    int     `json:"truth_pages_required"`
+	WebRequests   int     `json:"web_requests"`
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	RSSAnonPeakMB float64 `json:"rss_anon_peak_mb,omitempty"`
+	RSSFilePeakMB float64 `json:"rss_file_peak_mb,omitempty"`
 }
 
 // SlowSearch is one search of the query phase and where its time went.

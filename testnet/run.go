@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"sou/crawl"
 	"sou/eval"
 	"sou/index"
@@ -241,6 +243,11 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	if err := crawlToCompletion(ctx, cfg, l, web, rep, kills, hostile, logf); err != nil {
 		return nil, err
 	}
+	procs.sample(l)
+	crawlCPU := selfCPUSeconds()
+	for _, f := range procs.figures() {
+		crawlCPU += f.CPUSeconds
+	}
 	if cfg.Keep {
 		if err := writeWebLogs(web, dir); err != nil {
 			logf("write request log: %v", err)
@@ -266,6 +273,10 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		return d
 	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
 	rep.Crawl.classify(fetches, kills.list())
+	rep.Crawl.CPUSecondsAll = round3(crawlCPU)
+	if rep.Crawl.PagesFetched > 0 {
+		rep.Crawl.CPUMsPerPage = round3(1000 * crawlCPU / float64(rep.Crawl.PagesFetched))
+	}
 	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches); err != nil {
 		// The report stands without this figure; say why it is missing.
 		rep.Events = append(rep.Events, err.Error())
@@ -278,6 +289,19 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		}
 	}
 	rep.Network = networkReport(statuses)
+	// The final ownership: the nodes alive now (and, in a hostile run, the
+	// attackers that are members too).
+	var finalMembers []peer.ID
+	if view != nil {
+		finalMembers = view.members
+	} else {
+		var ids []string
+		for _, p := range l.live() {
+			ids = append(ids, p.PeerID)
+		}
+		finalMembers = peerIDs(ids)
+	}
+	own := ownershipOf(truth, finalMembers)
 	if cfg.Queries > 0 {
 		sr, err := queryPhase(ctx, l, judged, cfg.Queries, cfg.Seed, view)
 		if err != nil {
@@ -311,7 +335,8 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		hostile.stop()
 	}
 	stopSampling()
-	rep.PerNode = perNodeReport(ctx, l, procs.figures())
+	rep.PerNode = perNodeReport(ctx, l, procs.figures(), requestsByClient(fetches))
+	own.fill(rep.Network, rep.PerNode)
 	rep.judge(cfg)
 	if cfg.ReportDir != "" {
 		if err := WriteReportDir(cfg.ReportDir, rep, web.Requests(0)); err != nil {
@@ -366,9 +391,9 @@ func (r *Report) judge(cfg RunConfig) {
 // allowedAvoidable is how many duplicate fetches not in flight at a kill
 // (see classifyDuplicates) a scenario may cause. Without churn, and with
 // crashes alone (nodes SIGKILLed and restarted at once): none. A node that
-// joins, or one that dies for good or long enough for its replica to take
-// over, may cost 0.1% of the pages (issue 5): ownership moves, and the
-// views of the members differ for a moment.
+// joins (attackers join a hostile run), or one that dies for good or long
+// enough for its replica to take over, may cost 0.1% of the pages (issue
+// 5): ownership moves, and the views of the members differ for a moment.
 //
 // The duplicates in flight at a kill are not counted here: a SIGKILL
 // orphans every response under way at that instant (the web answered, the
@@ -376,7 +401,7 @@ func (r *Report) judge(cfg RunConfig) {
 // or the replica fetches the URL again, or the page would be lost. judge
 // bounds them per kill by orphansPerKill.
 func allowedAvoidable(cfg RunConfig, pages int) int {
-	if cfg.JoinAt != "" || cfg.KillAt != "" || cfg.RestartAt != "" {
+	if cfg.JoinAt != "" || cfg.KillAt != "" || cfg.RestartAt != "" || cfg.Hostile > 0 {
 		return pages / 1000
 	}
 	return 0

@@ -618,6 +618,16 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		}
 	}
 	statuses := s.statuses(ctx)
+	requests := requestsByClient(fetchesFrom(reqs))
+	var finalMembers []peer.ID
+	for _, sn := range s.live() {
+		finalMembers = append(finalMembers, sn.host.ID())
+		st := sn.n.Status(ctx)
+		rep.PerNode = append(rep.PerNode, NodeFigures{
+			Node: sn.index, Peer: st.PeerID, HostsOwned: st.OwnedHosts, PagesStored: st.Index.Docs,
+			PostingsBytes: st.Index.PostingsBytes, WebRequests: requests[sn.ip],
+		})
+	}
 	var docs, postings int64
 	for _, st := range statuses {
 		for class, n := range st.Crawl.ErrorsByClass {
@@ -633,6 +643,7 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		sec.Resources.PostingsBytesPerNodeAvg = round3(float64(postings) / float64(len(statuses)))
 	}
 	rep.Network = networkReport(statuses)
+	ownershipOf(truth, finalMembers).fill(rep.Network, rep.PerNode)
 	for _, st := range statuses {
 		sec.OwnerLookup.URLsForwarded += st.P2P.URLsForwarded
 		sec.OwnerLookup.URLsReforwarded += st.P2P.URLsReforwarded

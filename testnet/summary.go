@@ -36,6 +36,8 @@ func PrintSummary(w io.Writer, r *Report) {
 	if n := r.Network; n != nil && r.Nodes > 1 {
 		fmt.Fprintf(w, "network: members seen %v, %d URLs forwarded, %.1f bytes/URL, max hops %d, handoff pages %d\n",
 			n.MembersSeenByEach, n.URLsForwarded, n.BytesPerURL, n.ForwardHopsMax, n.HandoffPages)
+		fmt.Fprintf(w, "         owner spread (most loaded over mean): hosts %.2f, required pages %.2f (no split by host below %.2f)\n",
+			n.OwnerSpread, n.OwnerSpreadPages, n.OwnerSpreadPagesFloor)
 	}
 	if s := r.Search; s != nil {
 		fmt.Fprintf(w, "search:  %d queries, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, coverage min %.2f, rank consistent %v, zero-result %d\n",
@@ -73,8 +75,12 @@ func PrintSummary(w io.Writer, r *Report) {
 		}
 	}
 	for _, n := range r.PerNode {
-		fmt.Fprintf(w, "node %d:  %s: %d hosts, %d pages, %.1f CPU-s, RSS peak anon %.0f MB, file %.0f MB\n",
-			n.Node, n.Peer, n.HostsOwned, n.PagesStored, n.CPUSeconds, n.RSSAnonPeakMB, n.RSSFilePeakMB)
+		fmt.Fprintf(w, "node %d:  %s: %d hosts, %d pages stored; owns %d hosts, %d required pages by the truth; %d web requests",
+			n.Node, n.Peer, n.HostsOwned, n.PagesStored, n.TruthHosts, n.TruthPages, n.WebRequests)
+		if n.CPUSeconds > 0 || n.RSSAnonPeakMB > 0 {
+			fmt.Fprintf(w, "; %.1f CPU-s, RSS peak anon %.0f MB, file %.0f MB", n.CPUSeconds, n.RSSAnonPeakMB, n.RSSFilePeakMB)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "event:   %s\n", e)

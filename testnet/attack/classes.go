@@ -350,7 +350,7 @@ func (a *Attacker) farHosts(tg Targets, n int) []string {
 func (a *Attacker) searchAmp(ctx context.Context, tg Targets) {
 	reqs := [][]byte{
 		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":6000,"s":6000}`),
-		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":6000,"s":100}`),
+		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":2000,"s":100}`),
 	}
 	var wg sync.WaitGroup
 	for _, id := range nodeIDs(tg) {
@@ -470,7 +470,7 @@ func (a *Attacker) httpAttacks(ctx context.Context, tg Targets) {
 		}
 		for i := range 64 {
 			wg.Go(func() {
-				q := url.Values{"q": {fmt.Sprintf("the %d", i)}, "n": {"100"}, "page": {"50"}}
+				q := url.Values{"q": {fmt.Sprintf("the %d", i)}, "n": {"100"}, "page": {"10"}}
 				req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/search?"+q.Encode(), nil)
 				if err != nil {
 					return

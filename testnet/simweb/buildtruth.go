@@ -71,8 +71,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// visit is the truth walk's view of one normalised URL.
-func (w *Web) visit(u string) outcome {
+// visit is the truth walk's view of one normalised URL; script is set
+// when it was met as an external script.
+func (w *Web) visit(u string, script *scriptRef) outcome {
 	hp := hostOf(u)
 	name := hp
 	if i := strings.LastIndexByte(hp, ':'); i >= 0 {
@@ -83,6 +84,9 @@ func (w *Web) visit(u string) outcome {
 			return w.visitSynth(s, u)
 		}
 		if d, ok := w.dirByName[name]; ok {
+			if script != nil {
+				return w.visitScript(d, u, *script)
+			}
 			return w.visitDir(d, u)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -328,11 +329,79 @@ func (w *Web) visitDir(d *dirSite, u string) outcome {
 	pt.Title, pt.Charset, pt.Noindex, pt.Nofollow = info.title, info.charset, info.noindex, info.nofollow
 	pt.Canonical = info.canonical
 	var links []string
+	var scripts []scriptRef
 	if !info.nofollow {
 		for _, l := range info.links {
 			if w.knownHost(hostOf(l)) {
 				links = append(links, l)
 			}
+		}
+		for _, src := range info.scripts {
+			if hostOf(src) == hostOf(u) {
+				scripts = append(scripts, scriptRef{url: src, base: info.base, charset: info.charset})
+			}
+		}
+	}
+	return outcome{page: pt, links: links, scripts: scripts}
+}
+
+// visitScript is the truth walk's view of an external script of a
+// directory site, included first by a page with base URL ref.base: served
+// with a type a crawler reads, it is read for the links it names (see
+// script.go), decoded as the including page is (as browsers decode a
+// script without a charset of its own).
+func (w *Web) visitScript(d *dirSite, u string, ref scriptRef) outcome {
+	pt := PageTruth{Host: d.name}
+	p, _ := pathQueryOf(u)
+	dp, err := url.PathUnescape(p)
+	if err != nil {
+		pt.Status, pt.Excluded = 404, ExclNotFound
+		return outcome{page: pt}
+	}
+	file, redirect, err := d.lookup(dp)
+	switch {
+	case redirect:
+		to := u + "/"
+		if q := strings.IndexByte(u, '?'); q >= 0 {
+			to = u[:q] + "/" + u[q:]
+		}
+		pt.Status, pt.Excluded, pt.RedirectTo = 301, ExclRedirect, to
+		ref.url = to
+		return outcome{page: pt, scripts: []scriptRef{ref}}
+	case err != nil:
+		pt.Status, pt.Excluded = 404, ExclNotFound
+		return outcome{page: pt}
+	}
+	pt.Status, pt.ContentType = 200, dirContentType(file)
+	if !readsScript(pt.ContentType) {
+		pt.Excluded = ExclNotHTML
+		return outcome{page: pt}
+	}
+	pt.Excluded = ExclScript
+	f, err := os.Open(file)
+	if err != nil {
+		pt.Status, pt.Excluded = 403, ExclUnreadable
+		return outcome{page: pt}
+	}
+	defer f.Close()
+	body, err := io.ReadAll(io.LimitReader(f, maxScriptBytes))
+	if err != nil {
+		pt.Status, pt.Excluded = 403, ExclUnreadable
+		return outcome{page: pt}
+	}
+	if enc, _ := charset.Lookup(ref.charset); enc != nil {
+		if dec, err := enc.NewDecoder().Bytes(body); err == nil {
+			body = dec
+		}
+	}
+	base, err := url.Parse(ref.base)
+	if err != nil {
+		return outcome{page: pt}
+	}
+	var links []string
+	for _, l := range scriptLinks(body, base) {
+		if w.knownHost(hostOf(l)) {
+			links = append(links, l)
 		}
 	}
 	return outcome{page: pt, links: links}
@@ -347,6 +416,10 @@ type pageInfo struct {
 	canonical string
 	links     []string // normalised, followable (rel=nofollow dropped)
 	nofollows []string // normalised rel=nofollow links
+	// scripts are the normalised <script src> URLs of scripts a browser
+	// runs (at most maxScriptsPerPage), base the document's base URL.
+	scripts []string
+	base    string
 }
 
 // parseHTML decodes a page (HTTP header absent: BOM, meta, then sniffing)
@@ -369,6 +442,7 @@ func parseHTMLWithType(body []byte, pageURL, contentType string) pageInfo {
 	z := html.NewTokenizer(bytes.NewReader(body))
 	inTitle, haveTitle, haveBase := false, false, false
 	var title strings.Builder
+	var srcs []string
 	for {
 		tt := z.Next()
 		if tt == html.ErrorToken {
@@ -423,6 +497,10 @@ func parseHTMLWithType(body []byte, pageURL, contentType string) pageInfo {
 						info.canonical = u
 					}
 				}
+			case "script":
+				if src := strings.TrimSpace(attrs["src"]); src != "" && runsScript(attrs["type"]) && len(srcs) < maxScriptsPerPage {
+					srcs = append(srcs, src)
+				}
 			case "a", "area":
 				h, ok := attrs["href"]
 				if !ok {
@@ -441,6 +519,16 @@ func parseHTMLWithType(body []byte, pageURL, contentType string) pageInfo {
 		}
 	}
 	info.title = strings.Join(strings.Fields(html.UnescapeString(title.String())), " ")
+	// A script's URL and the links it writes resolve against the
+	// document's base, wherever the <base> element is.
+	if b, err := normalizeURL(base); err == nil {
+		info.base = b
+	}
+	for _, src := range srcs {
+		if u, err := resolveHref(base, src); err == nil && !slices.Contains(info.scripts, u) {
+			info.scripts = append(info.scripts, u)
+		}
+	}
 	return info
 }
 

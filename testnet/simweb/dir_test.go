@@ -3,6 +3,7 @@ package simweb
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,104 @@ func TestCorpus(t *testing.T) {
 	}
 	if len(hosts) < 20 {
 		t.Errorf("only %d corpus hosts", len(hosts))
+	}
+}
+
+// TestDirectoryScripts: the truth walk reads the same-host external
+// scripts a page includes, once, for the pages they name, resolved
+// against the including page's base.
+func TestDirectoryScripts(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "site")
+	writeTree(t, root, map[string]string{
+		"docs/guide/p1.html": `<html><head><base href="../../"><title>P1</title>
+<script src="js/menu.js"></script>
+<script src="http://other.test/js/x.js"></script>
+<script type="application/json" src="js/data.json"></script>
+<script src="js/missing.js"></script>
+<script src="js/data.php"></script>
+<script src="js"></script>
+</head><body><a href="docs/guide/p2.html">p2</a></body></html>`,
+		// Includes menu.js too, with another base: the first includer's counts.
+		"docs/guide/p2.html": `<html><head><title>P2</title><script src="/js/menu.js"></script></head><body></body></html>`,
+		"js/menu.js": `// "docs/comment.html"
+var m = [{url:"docs/only.html", t:"a"}, {url:"docs/q.html?x=1#f"}, "docs/esc\x2fnot.html", 'a b.html', "style.css"];
+var r = /"docs\/inregex.html"/; document.write('<a href="docs/written.html">');`,
+		"js/data.json":      `{"u": "docs/json.html"}`,
+		"js/data.php":       `x = "docs/php.html"`,
+		"js/index.html":     `<title>JS dir</title>`,
+		"docs/only.html":    `<title>Only</title>`,
+		"docs/q.html":       `<title>Q</title>`,
+		"docs/json.html":    `<title>J</title>`,
+		"js/docs/only.html": `<title>Wrong base</title>`,
+	})
+	tsv := filepath.Join(dir, "sites.tsv")
+	os.WriteFile(tsv, []byte("s.test\t"+root+"\tdocs/guide/p1.html\tmain\n"), 0o644)
+	w := startWeb(t, Config{Sites: tsv})
+	tr := w.Truth()
+	base := "http://s.test" + w.portSuffix
+	type want struct {
+		status   int
+		required bool
+		excluded string
+	}
+	wants := map[string]want{
+		base + "/docs/guide/p1.html": {200, true, ""},
+		base + "/docs/guide/p2.html": {200, true, ""},
+		base + "/js/menu.js":         {200, false, ExclScript},
+		base + "/js/missing.js":      {404, false, ExclNotFound},
+		base + "/js/data.php":        {200, false, ExclNotHTML},
+		base + "/js":                 {301, false, ExclRedirect},
+		base + "/js/":                {200, false, ExclNotHTML}, // a directory's index.html, served as HTML
+		base + "/docs/only.html":     {200, true, ""},
+		base + "/docs/q.html?x=1":    {200, true, ""},
+	}
+	for _, p := range tr.Pages {
+		wt, ok := wants[p.URL]
+		if !ok {
+			t.Errorf("truth lists %s (%d %q)", p.URL, p.Status, p.Excluded)
+			continue
+		}
+		if p.Status != wt.status || p.Required != wt.required || p.Excluded != wt.excluded {
+			t.Errorf("%s: truth %d %v %q; want %+v", p.URL, p.Status, p.Required, p.Excluded, wt)
+		}
+		delete(wants, p.URL)
+	}
+	for u := range wants {
+		t.Errorf("truth lacks %s", u)
+	}
+}
+
+func TestScriptLiterals(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"strings", `a("x.html"); b('y/z.htm'); c(` + "`w.html`" + `)`, []string{"x.html", "y/z.htm", "w.html"}},
+		{"comments", "// \"a.html\"\n/* 'b.html' */ <!-- 'c.html'\n--> 'd.html'\n'e.html'", []string{"e.html"}},
+		{"escapes and substitutions", `"a\/b.html"; ` + "`${x}.html`", nil},
+		{"unterminated", "\"a.html\n'b.html'", []string{"b.html"}},
+		{"regex", `x = /"q.html"/g; y = a / "b.html".length / 2; return /'r.html'/`, []string{"b.html"}},
+	}
+	for _, tt := range tests {
+		if got := jsLiterals([]byte(tt.src)); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: literals %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	pages := []struct {
+		lit  string
+		page bool
+	}{
+		{"a.html", true}, {"en-US/text/a.html?DbPAR=W#bm", true}, {"/a/b.HTM", true}, {"./a.html", true}, {"../a.html", true},
+		{"http://h.test/a.html", true}, {"http://h.test:8080/a.html", true},
+		{"//h.test/a.html", false}, {"http://user@h.test/a.html", false}, {"http://h/a.html", false},
+		{"a.php", false}, {"/a/", false}, {".html", false}, {".a.html", false}, {"-a.html", false},
+		{"a b.html", false}, {"<a.html", false}, {"a.html?x=", false}, {"a.html?t=1:2", false}, {"mailto:a.html", false},
+		{"a%zz.html", false}, {"a%20b.html", true}, {"中.html", false}, {"#sec.html", false}, {"?q=a.html", false},
+	}
+	for _, p := range pages {
+		if got := namesPage(p.lit); got != p.page {
+			t.Errorf("namesPage(%q) = %v, want %v", p.lit, got, p.page)
+		}
 	}
 }

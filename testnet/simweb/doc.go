@@ -29,7 +29,7 @@
 // stored: a page is generated on request from (seed, host, path), so 200
 // hosts / 20,000 pages start in well under a second. Text is English from
 // the embedded SUBTLEXus top-20k list (see WORDLIST.md for origin and
-// licence), Chinese from gojieba's dictionary (gojieba.DICT_PATH) weighted by
+// licence), Chinese from the analyzer's embedded jieba dictionary (index.JiebaDictionary) weighted by
 // its frequencies, or mixed; pages in a legacy charset only use words that
 // the charset can encode (anything else would become a numeric character
 // reference). Links: a tree (page k links its children 8k+1..8k+8, so every
@@ -97,7 +97,15 @@
 // unless the docroot has one (the truth assumes none). The truth walk
 // parses every reachable page (x/net/html, charset sniffing), so with the
 // full corpus it runs in the background and Truth() waits for it. Links to
-// hosts outside the simulated web are not listed. For a site with ROLE
+// hosts outside the simulated web are not listed. The walk also reads the
+// external scripts a page includes from its own host (<script src> of a
+// type browsers run, at most 32 a page), once each, as a crawler that
+// follows the links scripts write must (script.go): the string literals
+// that name an HTML page (a path ending in .html or .htm, written without
+// escapes, outside comments and regular expressions), resolved against the
+// base URL of the first page that included the script in walk order, not
+// against the script's own URL; the first 2 MB of a script and 5,000
+// links count, the bytes decoded from the including page's charset. For a site with ROLE
 // mirror, the walk looks for the main site (and first-level subdirectory of
 // it) that holds the same relative paths, from a sample of 30 pages; when
 // one matches, the host's mirror_of and each page's mirror_of point there.
@@ -106,7 +114,9 @@
 //
 // Truth.Pages lists, sorted by URL, every URL that a correct, polite crawler
 // meets when it starts at the seeds and follows links: not rel=nofollow, not
-// from meta-nofollow pages, redirects followed. URLs are normalised by
+// from meta-nofollow pages, redirects followed, and on directory sites the
+// same-host external scripts and the pages they name (see Directory mode).
+// A URL is listed once, as what it was first met as. URLs are normalised by
 // Normalize: lowercase scheme and host, default port removed, dot segments
 // resolved, fragment dropped, SessionParams (sid, sessionid, phpsessid,
 // jsessionid) removed, query parameters sorted. An entry with required=true
@@ -115,8 +125,10 @@
 // near-duplicates, canonical variants and noindex pages included). Every
 // other entry has excluded set to one reason: redirect, redirect_loop,
 // not_found, gone, server_error, robots (fetching it is a robots violation),
-// trap, never_answers, drip, oversize, gzip_bomb, not_html, nxdomain,
-// unreadable. Entries behind an excluded entry (past a trap, a disallowed
+// trap, never_answers, drip, oversize, gzip_bomb, not_html (for a script:
+// served with a type a crawler does not read), nxdomain, unreadable,
+// script (an external script, read for its links only: fetched once, not a
+// page). Entries behind an excluded entry (past a trap, a disallowed
 // page or a dead host) are not listed.
 //
 // JSON of GET /truth and --truth-out:

@@ -7,7 +7,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,8 +14,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/yanyiwu/gojieba"
 	"golang.org/x/text/encoding"
+
+	"sou/index"
 )
 
 //go:embed subtlex_top20k.txt.gz
@@ -68,7 +68,7 @@ func loadLexiconUncached() (*lexicon, error) {
 	if err != nil {
 		return nil, err
 	}
-	zh, err := loadChinese(gojieba.DICT_PATH)
+	zh, err := loadChinese(index.JiebaDictionary())
 	if err != nil {
 		return nil, err
 	}
@@ -110,11 +110,8 @@ func loadEnglish() (*wordList, error) {
 // 60,000 words stay, in the dictionary's own order.
 const minChineseFreq = 37
 
-func loadChinese(path string) (*wordList, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("open gojieba dictionary: %w", err)
-	}
+func loadChinese(dict string) (*wordList, error) {
+	data := []byte(dict)
 	var words []string
 	var weights []float64
 	for len(data) > 0 {
@@ -142,7 +139,7 @@ func loadChinese(path string) (*wordList, error) {
 		}
 	}
 	if len(words) == 0 {
-		return nil, fmt.Errorf("gojieba dictionary %s has no Chinese words", path)
+		return nil, fmt.Errorf("the embedded jieba dictionary has no Chinese words")
 	}
 	return newWordList(words, weights), nil
 }

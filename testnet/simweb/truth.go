@@ -90,6 +90,8 @@ const (
 	ExclNotHTML      = "not_html"
 	ExclNXDomain     = "nxdomain"
 	ExclUnreadable   = "unreadable"
+	// ExclScript: an external script, read for the links it names only.
+	ExclScript = "script"
 )
 
 // Allows reports whether robots.txt lets user agent sou fetch pathQuery (the
@@ -121,22 +123,36 @@ func (t *Truth) Host(name string) (HostTruth, bool) {
 
 // outcome is what one URL does, as the truth walk sees it.
 type outcome struct {
-	page  PageTruth
-	links []string // normalised followable links
+	page    PageTruth
+	links   []string    // normalised followable links
+	scripts []scriptRef // external scripts to read for their links
+}
+
+// scriptRef is an external script met on a page: its normalised URL, and
+// the base URL and charset of the page, which its links resolve against
+// and its bytes are decoded from.
+type scriptRef struct {
+	url, base, charset string
 }
 
 // walk does a breadth-first walk from the seeds, asking visit about each
-// normalised URL. Each level is visited in parallel (visit must be safe for
-// concurrent use); the result does not depend on the scheduling.
-func walk(seeds []string, visit func(u string) outcome, stop <-chan struct{}) []PageTruth {
+// normalised URL (with the script reference when it was met as an
+// external script). A URL is visited once, as what it was first met as.
+// Each level is visited in parallel (visit must be safe for concurrent
+// use); the result does not depend on the scheduling.
+func walk(seeds []string, visit func(u string, script *scriptRef) outcome, stop <-chan struct{}) []PageTruth {
 	seen := map[string]bool{}
 	seedSet := map[string]bool{}
-	var level []string
+	type entry struct {
+		url    string
+		script *scriptRef
+	}
+	var level []entry
 	for _, s := range seeds {
 		seedSet[s] = true
 		if !seen[s] {
 			seen[s] = true
-			level = append(level, s)
+			level = append(level, entry{url: s})
 		}
 	}
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -159,7 +175,7 @@ func walk(seeds []string, visit func(u string) outcome, stop <-chan struct{}) []
 						return
 					default:
 					}
-					outs[j] = visit(level[j])
+					outs[j] = visit(level[j].url, level[j].script)
 				}
 			}()
 		}
@@ -169,9 +185,9 @@ func walk(seeds []string, visit func(u string) outcome, stop <-chan struct{}) []
 			return pages
 		default:
 		}
-		var following []string
-		for j, u := range level {
-			o := outs[j]
+		var following []entry
+		for j, e := range level {
+			u, o := e.url, outs[j]
 			o.page.URL, o.page.Depth, o.page.Seed = u, depth, seedSet[u]
 			if o.page.Host == "" {
 				if pu, err := url.Parse(u); err == nil {
@@ -182,7 +198,13 @@ func walk(seeds []string, visit func(u string) outcome, stop <-chan struct{}) []
 			for _, l := range o.links {
 				if !seen[l] {
 					seen[l] = true
-					following = append(following, l)
+					following = append(following, entry{url: l})
+				}
+			}
+			for _, sr := range o.scripts {
+				if !seen[sr.url] {
+					seen[sr.url] = true
+					following = append(following, entry{url: sr.url, script: &sr})
 				}
 			}
 		}
