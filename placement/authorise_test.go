@@ -13,7 +13,7 @@ import (
 func TestWhoMaySend(t *testing.T) {
 	members := namedPeers("m", 8)
 	const host, r = "h.test", 2
-	space := xorSpace{}
+	space := ringSpace{}
 	o := space.Replicas(members, host, len(members)) // closest first
 	replica := []struct {
 		name       string
@@ -58,7 +58,7 @@ func TestWhoMaySend(t *testing.T) {
 func TestCrawlsIn(t *testing.T) {
 	members := namedPeers("m", 6)
 	const host = "h.test"
-	space := xorSpace{}
+	space := ringSpace{}
 	o := space.Replicas(members, host, len(members))
 	isNew := func(p peer.ID) bool { return p == o[0] }
 	never := func(peer.ID) bool { return false }
@@ -88,7 +88,7 @@ func TestAllowed(t *testing.T) {
 	t0 := time.Unix(1700000000, 0)
 	members := namedPeers("m", 6)
 	const host = "h.test"
-	space := xorSpace{}
+	space := ringSpace{}
 	o := space.Replicas(members, host, len(members))
 	self := o[1] // the replica
 	m := New(testConfig(self, true), Saved{Hosts: map[string]Role{host: Replica}}, t0)
@@ -190,7 +190,7 @@ func hostOwnedBy(t *testing.T, space Keyspace, members []peer.ID, p peer.ID) str
 func BenchmarkWhoMaySend(b *testing.B) {
 	members := namedPeers("m", 64)
 	const host = "h.test"
-	space := xorSpace{}
+	space := ringSpace{}
 	o := space.Replicas(members, host, 3)
 	never := func(peer.ID) bool { return false }
 	b.Run("replica", func(b *testing.B) {

@@ -158,7 +158,15 @@ func (m *Machine) nextHandoff() {
 		t.queue = t.queue[1:]
 		if o := m.owner(h); o != m.cfg.Self && o != "" && t.crawl[h] {
 			t.handing = h
-			m.emit(HandOff{Host: h, To: o})
+			if t.role[h] != Crawled {
+				// Never crawled here (URLs forwarded to this node): its
+				// crawl state knows nothing fetched, and a handoff would
+				// let the owner crawl it before the member that did
+				// hands it over. Its URLs go to the owner as links.
+				m.emit(Abandon{Host: h})
+			} else {
+				m.emit(HandOff{Host: h, To: o})
+			}
 		}
 	}
 }
@@ -175,11 +183,17 @@ func (m *Machine) handedOff(ev HandedOff) {
 		delete(t.holders, ev.Host)
 		delete(t.refused, ev.Host)
 		m.settle.forget(ev.Host)
-		if slices.Contains(m.replicas(ev.Host, m.cfg.R), m.cfg.Self) {
+		switch {
+		case slices.Contains(m.replicas(ev.Host, m.cfg.R), m.cfg.Self):
 			// Still a holder: the pages stay, and should the new owner
 			// die this node takes the host over from them.
 			m.setRole(ev.Host, Replica)
-		} else {
+		case ev.To == "":
+			// Abandoned: the owner took none of it from this node, so
+			// the pages may be stored nowhere else. They stay for the
+			// owner's pull (its takeover asks PullPeers members).
+			m.setRole(ev.Host, None)
+		default:
 			m.setRole(ev.Host, None)
 			m.emit(ForgetHost{Host: ev.Host})
 		}

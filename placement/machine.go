@@ -13,8 +13,10 @@ import (
 type Keyspace interface {
 	// Replicas is up to k of members closest to host, closest first.
 	Replicas(members []peer.ID, host string, k int) []peer.ID
-	// Neighbours is up to k of members closest to p, closest first.
-	Neighbours(members []peer.ID, p peer.ID, k int) []peer.ID
+	// Donors are the members p takes hosts from when it joins the others
+	// of members, and more: for each of p's virtual keys, the depth
+	// members other than p closest to it; never p itself.
+	Donors(members []peer.ID, p peer.ID, depth int) []peer.ID
 }
 
 // Config is one node's placement. Start from DefaultConfig.
@@ -26,9 +28,9 @@ type Config struct {
 	// peers), so until it meets a member or ManifestWait passes it crawls
 	// nothing: alone, it would own every host.
 	Joining bool
-	// ManifestWait bounds how long a joiner waits for its neighbours'
+	// ManifestWait bounds how long a joiner waits for its donors'
 	// manifests, and how young a view is too young to name a joiner's
-	// neighbours; HostWait how long a host named in a manifest waits for
+	// donors; HostWait how long a host named in a manifest waits for
 	// its handoff.
 	ManifestWait, HostWait time.Duration
 	// Grace is how long a member that left, or one remembered from the
@@ -75,8 +77,8 @@ func DefaultConfig(self peer.ID, r int, space Keyspace, joining bool, memberTime
 	}
 }
 
-// Saved is what a machine keeps across restarts: the members it knew and
-// the role of each host. The caller keeps it current from SaveMember and
+// Saved is what a machine keeps across restarts: the members it knew
+// (those that left, until their Grace ends) and the role of each host. The caller keeps it current from SaveMember and
 // SaveHost and hands it to New.
 type Saved struct {
 	Members []peer.ID
@@ -111,9 +113,10 @@ type Machine struct {
 	joinedAt map[peer.ID]time.Time // members (self excluded): when they joined
 	members  []peer.ID             // the view, self included, sorted
 	// gone are members that left and may still be alive: until when they
-	// hold their hosts. unseen are members remembered from the last run
-	// and not seen yet; they hold their hosts until Grace after this node
-	// met the network.
+	// hold their hosts (Saved keeps them until then, so that a restart
+	// within it does not forget them). unseen are members remembered
+	// from the last run and not seen yet; they hold their hosts until
+	// Grace after this node met the network.
 	gone   map[peer.ID]time.Time
 	unseen map[peer.ID]bool
 
@@ -157,7 +160,7 @@ func (m *Machine) Step(now time.Time, ev Event) {
 	case Tick:
 		m.tick()
 	case Joined:
-		m.joined(ev.Peer)
+		m.joined(ev.Peer, ev.Holding)
 	case Left:
 		m.left(ev.Peer)
 	case Hosts:
@@ -233,7 +236,7 @@ func (m *Machine) setView() {
 	}
 }
 
-func (m *Machine) joined(p peer.ID) {
+func (m *Machine) joined(p peer.ID, holding []peer.ID) {
 	if p == m.cfg.Self || m.isMember(p) {
 		return
 	}
@@ -243,7 +246,7 @@ func (m *Machine) joined(p peer.ID) {
 	delete(m.repl.left, p)
 	m.setView()
 	m.emit(SaveMember{Peer: p, In: true})
-	m.settle.joined(m.cfg, m.others(), m.now)
+	m.settle.joined(m.cfg, m.others(), holding, m.now)
 	m.sendManifest(p)
 }
 
@@ -255,19 +258,22 @@ func (m *Machine) left(p peer.ID) {
 	m.gone[p] = m.now.Add(m.cfg.Grace)
 	m.repl.left[p] = m.now
 	m.setView()
-	m.emit(SaveMember{Peer: p, In: false})
-	m.settle.left(p)
-	m.suspect(p) // it will not acknowledge
+	m.settle.left(p) // Saved keeps p until its Grace ends (tick)
+	m.suspect(p)     // it will not acknowledge
 }
 
 func (m *Machine) tick() {
 	m.settle.expire(m.cfg, m.now)
-	for p, until := range m.gone {
-		if !m.now.Before(until) {
+	for _, p := range sortedKeys(m.gone) {
+		if !m.now.Before(m.gone[p]) {
 			delete(m.gone, p)
+			m.emit(SaveMember{Peer: p, In: false})
 		}
 	}
 	if len(m.unseen) > 0 && !m.settle.firstSeen.IsZero() && !m.now.Before(m.unseenUntil()) {
+		for _, p := range sortedKeys(m.unseen) {
+			m.emit(SaveMember{Peer: p, In: false})
+		}
 		clear(m.unseen)
 	}
 	m.sendDeferredManifests()

@@ -44,7 +44,7 @@ const (
 	sendTimeout = 3 * time.Second
 )
 
-func modelConfig(space xorSpace, self peer.ID, joining bool) Config {
+func modelConfig(space ringSpace, self peer.ID, joining bool) Config {
 	c := DefaultConfig(self, modelR, space, joining, memberLimit)
 	c.HostWait = 30 * time.Second
 	c.Drain = time.Second
@@ -119,7 +119,7 @@ type world struct {
 	q        eventQueue
 	seq      uint64
 	nodes    []*simNode
-	space    xorSpace
+	space    ringSpace
 	tracing  bool
 	trace    []string
 	failures []string
@@ -167,7 +167,7 @@ func (q *eventQueue) Pop() any {
 func newWorld(seed uint64, tracing bool) *world {
 	t0 := time.Unix(1700000000, 0)
 	w := &world{rng: rand.New(rand.NewPCG(seed, 0x90d)), start: t0, now: t0, tracing: tracing, fetched: map[string][]*fetchRec{},
-		space: xorSpace{keys: map[string][32]byte{}}}
+		space: ringSpace{cache: map[string][]uint64{}}}
 	for i := range modelSlots {
 		w.nodes = append(w.nodes, &simNode{w: w, id: peer.ID(fmt.Sprintf("node-%d-%d", seed, i)), slot: i, durable: newDurable()})
 	}
@@ -289,7 +289,7 @@ func (w *world) run() {
 			quiet = time.Time{}
 		case quiet.IsZero():
 			quiet = w.now
-		case w.now.Sub(quiet) > modelConfig(xorSpace{}, "", true).Resync+10*time.Second:
+		case w.now.Sub(quiet) > modelConfig(ringSpace{}, "", true).Resync+10*time.Second:
 			w.finished = true
 		}
 		w.at(time.Second, watch)
@@ -471,7 +471,7 @@ func (w *world) checkOneCrawler(stable *time.Time) {
 	if stable.IsZero() {
 		*stable = w.now
 	}
-	cfg := modelConfig(xorSpace{}, "", true)
+	cfg := modelConfig(ringSpace{}, "", true)
 	if w.now.Sub(*stable) < cfg.HostWait+cfg.ManifestWait+pullTimeout+10*time.Second {
 		return
 	}
@@ -628,9 +628,21 @@ func (n *simNode) hear(o *simNode) {
 	inc := o.inc
 	n.later(n.w.jitter(100*time.Millisecond, 1500*time.Millisecond), func() {
 		if o.up && o.inc == inc {
-			n.step(Joined{Peer: o.id})
+			n.step(Joined{Peer: o.id, Holding: n.w.holding()})
 		}
 	})
+}
+
+// holding are the live nodes whose crawler holds a host (what their
+// heartbeats announce).
+func (w *world) holding() []peer.ID {
+	var out []peer.ID
+	for _, o := range w.up() {
+		if len(o.durable.crawl) > 0 {
+			out = append(out, o.id)
+		}
+	}
+	return out
 }
 
 // crash kills n: what it had in memory is gone. The others drop it from

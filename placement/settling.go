@@ -8,42 +8,44 @@ import (
 )
 
 // settling keeps two nodes from crawling one host while ownership moves
-// to this node. A join only moves hosts to the newcomer (keyspace
-// distance), and a leave moves hosts to a replica that already holds
-// their pages. So the danger is a node that just joined (or rejoined
-// after a crash) crawling a host before the previous owner's crawl state
-// arrived, and fetching again what was already fetched.
+// to this node. A join only moves hosts to the newcomer, and a leave
+// moves hosts to a replica that already holds their pages. So the danger
+// is a node that just joined (or rejoined after a crash) crawling a host
+// before the previous owner's crawl state arrived, and fetching again
+// what was already fetched.
 //
 // Protocol: when a node sees a member join, it sends that member a
 // handoff manifest (the hosts it is about to hand over, possibly none) if
-// it has hosts to hand over or if it is one of the joiner's
-// manifestSendNeighbours closest members by its view (sendsManifest). A
+// it has hosts to hand over, or if it holds any host and is one of the
+// joiner's donors to manifestSendDepth by its view (sendsManifest). A
 // node that has just met the network waits for the manifests of its
-// manifestAwaitNeighbours closest members (at most ManifestWait) before
-// crawling anything, and a host named in any manifest waits for its
-// handoff (at most HostWait, once).
+// donors to manifestAwaitDepth whose heartbeat announced a host (at most
+// ManifestWait) before crawling anything, and a host named in any
+// manifest waits for its handoff (at most HostWait, once).
 //
-// Why only neighbours: a host moves from member M to joiner J only if M
-// was the member closest to the host and J is closer still, and in the
-// XOR metric such an M is one of J's closest members
-// (TestJoinersTakeHostsFromNeighbours checks it on random keys). Sending
-// every joiner a manifest from every member costs N² messages when a
-// network starts.
+// Why donors: a host moves from member M to joiner J only if one of J's
+// virtual keys is the first clockwise from the host and M owns the first
+// virtual key of the others clockwise from that one (Keyspace.Donors,
+// depth 1), so any view that holds the same members names exactly the
+// members a joiner takes hosts from. Why only members that hold hosts:
+// at a network's start no member holds one, every member joins every
+// other and almost every member is almost everyone's donor, so manifests
+// with nothing to hand over would be N² messages.
 //
-// A view must have settled before it can tell who a joiner's neighbours
-// are: in a view of a handful of members everyone looks like everyone's
-// neighbour. So a member whose view is younger than ManifestWait (since
-// it first met another member) defers the manifests it would send only as
-// a neighbour until its view is that old, then decides by the settled
-// view; a manifest with hosts to hand over is never deferred.
+// A view must have settled before it can tell who a joiner's donors are:
+// in a view of a handful of members everyone is everyone's donor. So a
+// member whose view is younger than ManifestWait (since it first met
+// another member) defers the manifests it would send only as a donor
+// until its view is that old, then decides by the settled view; a
+// manifest with hosts to hand over is never deferred.
 //
-// The two sizes differ on purpose: a sender decides by its view and the
-// joiner by its own, and a sender that sees a few more members near the
-// joiner than the joiner does still sends. Correctness does not rest on
-// the neighbour sets: a member with hosts to hand over always sends its
-// manifest, and the manifest's hosts wait for their handoff whoever sent
-// it. What the sets decide is how long a joiner holds back its whole
-// crawl.
+// The two depths differ on purpose: a sender decides by its view and the
+// joiner by its own, and a sender that sees one more member next to one
+// of the joiner's virtual keys than the joiner does still sends.
+// Correctness does not rest on the donor sets: a member with hosts to
+// hand over always sends its manifest, and the manifest's hosts wait for
+// their handoff whoever sent it. What the sets decide is how long a
+// joiner holds back its whole crawl.
 type settling struct {
 	firstSeen  time.Time            // when this node first saw another member
 	awaiting   map[peer.ID]bool     // members whose manifest has not arrived
@@ -59,13 +61,13 @@ type settling struct {
 	deferred []peer.ID
 }
 
-// manifestAwaitNeighbours is how many of its closest members a joiner
-// waits for; manifestSendNeighbours is how close (in the sender's view) a
-// member must be to a joiner to send it a manifest with nothing to hand
-// over.
+// manifestAwaitDepth is how deep among its donors a joiner waits for
+// manifests; manifestSendDepth is how deep (in the sender's view) a
+// member must be among a joiner's donors to send it a manifest with
+// nothing to hand over.
 const (
-	manifestAwaitNeighbours = 8
-	manifestSendNeighbours  = 2 * manifestAwaitNeighbours
+	manifestAwaitDepth = 1
+	manifestSendDepth  = 2
 )
 
 func newSettling() settling {
@@ -75,30 +77,21 @@ func newSettling() settling {
 	}
 }
 
-// sendsManifest is the sender's side of the rule: self sends joiner a
-// manifest when it has hosts to hand over (moving > 0) or when it is among
-// the joiner's manifestSendNeighbours closest other members in members
-// (self's view; self counts whether listed or not).
-func sendsManifest(space Keyspace, self, joiner peer.ID, members []peer.ID, moving int) bool {
-	if moving > 0 {
-		return true
-	}
-	others := make([]peer.ID, 0, len(members)+1)
-	others = append(others, self)
-	for _, m := range members {
-		if m != joiner {
-			others = append(others, m)
-		}
-	}
-	return slices.Contains(space.Neighbours(others, joiner, manifestSendNeighbours), self)
+// sendsManifest is the sender's side of the rule: a member sends a joiner
+// a manifest when it has hosts to hand over (moving > 0), or when it holds
+// any host and is among the joiner's donors to manifestSendDepth by its
+// view.
+func sendsManifest(moving int, holdsHosts, donor bool) bool {
+	return moving > 0 || holdsHosts && donor
 }
 
 // joined records a member joining, with the members this node sees now
-// (itself excluded). In the first ManifestWait after this node first met
-// the network, it awaits the manifests of its manifestAwaitNeighbours
-// closest members by the current view: a member that a closer newcomer
-// pushed out of the neighbours is no longer awaited.
-func (s *settling) joined(cfg Config, members []peer.ID, now time.Time) {
+// (itself excluded) and those whose heartbeat announced a host. In the
+// first ManifestWait after this node first met the network, it awaits
+// the manifests of its donors to manifestAwaitDepth by the current view
+// that announced a host: a member that a newcomer displaced as a donor is
+// no longer awaited.
+func (s *settling) joined(cfg Config, members, holding []peer.ID, now time.Time) {
 	if s.firstSeen.IsZero() {
 		s.firstSeen = now
 	}
@@ -109,15 +102,15 @@ func (s *settling) joined(cfg Config, members []peer.ID, now time.Time) {
 		s.founders[p] = true
 	}
 	clear(s.awaiting)
-	for _, p := range cfg.Space.Neighbours(members, cfg.Self, manifestAwaitNeighbours) {
-		if !s.manifested[p] {
+	for _, p := range cfg.Space.Donors(append(slices.Clone(members), cfg.Self), cfg.Self, manifestAwaitDepth) {
+		if slices.Contains(holding, p) && !s.manifested[p] {
 			s.awaiting[p] = true
 		}
 	}
 }
 
 // settledAt is when this node's view is old enough to name a joiner's
-// neighbours (zero before it met anyone).
+// donors (zero before it met anyone).
 func (s *settling) settledAt(cfg Config) time.Time {
 	if s.firstSeen.IsZero() {
 		return time.Time{}
@@ -190,7 +183,7 @@ func (m *Machine) sendManifest(p peer.ID) {
 		m.settle.deferred = append(m.settle.deferred, p)
 		return
 	}
-	if sendsManifest(m.cfg.Space, m.cfg.Self, p, m.members, len(moving)) {
+	if sendsManifest(len(moving), len(m.hosts.crawl) > 0, m.isDonor(p)) {
 		m.emit(SendManifest{To: p, Hosts: moving})
 	}
 }
@@ -204,10 +197,16 @@ func (m *Machine) sendDeferredManifests() {
 	joiners := m.settle.deferred
 	m.settle.deferred = nil
 	for _, j := range joiners {
-		if m.isMember(j) && sendsManifest(m.cfg.Space, m.cfg.Self, j, m.members, 0) {
+		if m.isMember(j) && sendsManifest(0, len(m.hosts.crawl) > 0, m.isDonor(j)) {
 			m.emit(SendManifest{To: j, Hosts: m.movingTo(j)})
 		}
 	}
+}
+
+// isDonor reports whether this node is among joiner's donors to
+// manifestSendDepth by its view.
+func (m *Machine) isDonor(joiner peer.ID) bool {
+	return slices.Contains(m.cfg.Space.Donors(m.members, joiner, manifestSendDepth), m.cfg.Self)
 }
 
 // movingTo lists the crawler's hosts that p owns by this node's view.

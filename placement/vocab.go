@@ -9,8 +9,13 @@ type Event interface{ event() }
 // Tick is the clock going on: waits end, scans run.
 type Tick struct{}
 
-// Joined: a member joined this node's view.
-type Joined struct{ Peer peer.ID }
+// Joined: a member joined this node's view. Holding are the members
+// whose last heartbeat announced a host: a joiner awaits manifests only
+// from donors among them.
+type Joined struct {
+	Peer    peer.ID
+	Holding []peer.ID
+}
 
 // Left: a member left this node's view (it said so, or fell silent).
 type Left struct{ Peer peer.ID }
@@ -29,10 +34,10 @@ type Manifest struct {
 // HandedIn: the crawl state of Host arrived and was imported.
 type HandedIn struct{ Host string }
 
-// HandedOff ends a HandOff (or an Abandon): Err is nil once the new
-// owner acknowledged the pages and the crawl state and the crawler
-// dropped the host; Refused says the new owner answered that it takes
-// none of it from this node.
+// HandedOff ends a HandOff (To set) or an Abandon (To empty): Err is nil
+// once the new owner acknowledged the pages and the crawl state (or the
+// queued URLs, for an Abandon) and the crawler dropped the host; Refused
+// says the new owner answered that it takes none of it from this node.
 type HandedOff struct {
 	Host    string
 	To      peer.ID
@@ -136,7 +141,7 @@ type HandOff struct {
 
 // Abandon drops the crawl state of a host whose owner refuses it from
 // this node, after passing the URLs queued for it to the owner as links
-// (answer: HandedOff).
+// (answer: HandedOff). Its pages stay for the owner's pull.
 type Abandon struct{ Host string }
 
 // ForgetHost deletes the stored pages of a host this node no longer holds.
