@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"sou/crawl"
@@ -29,7 +30,9 @@ const (
 	maxTimeoutParam = 10 * time.Second
 )
 
-func (n *Node) startHTTP(ctx context.Context) (*http.Server, error) {
+// startHTTP serves the API on a goroutine that wg waits for; it ends once
+// the server is shut down.
+func (n *Node) startHTTP(ctx context.Context, wg *sync.WaitGroup) (*http.Server, error) {
 	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", n.cfg.HTTPAddr, err)
@@ -45,7 +48,9 @@ func (n *Node) startHTTP(ctx context.Context) (*http.Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "err", err)
 		}
@@ -329,8 +334,8 @@ func (n *Node) Status(ctx context.Context) Status {
 		UptimeS: time.Since(n.started).Seconds(), Members: len(n.net.Members()),
 		Crawl: n.crawler.Stats(), Index: n.ix.Stats(), Outbox: n.net.OutboxDepth(),
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
-		HandoffPages: n.handoff.sent.Load(), HandoffReceived: n.handoff.received.Load(),
-		HandoffRefused: n.handoff.refused.Load(),
+		HandoffPages: n.place.sent.Load(), HandoffReceived: n.place.received.Load(),
+		HandoffRefused: n.place.refused.Load(),
 		DiskFree:       n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}
 	key := p2p.PeerKey(n.net.ID())

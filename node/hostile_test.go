@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/gob"
-	"fmt"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
@@ -43,53 +41,6 @@ func threeNodes(t *testing.T) []*Node {
 	return nodes
 }
 
-// TestWhoMaySend: the rules of replicaFrom and handoffFrom on one view.
-// That the receiver holds the host never suffices.
-func TestWhoMaySend(t *testing.T) {
-	members := namedPeers("m", 8)
-	view := p2p.NewRing(members)
-	const host, r = "h.test", 2
-	o := p2p.ReplicasOf(members, host, len(members)) // closest first
-	replica := []struct {
-		name       string
-		self, from peer.ID
-		want       bool
-	}{
-		{"owner to its replica", o[1], o[0], true},
-		{"replica to its owner", o[0], o[1], false},
-		{"third closest to the owner", o[0], o[2], false},
-		{"third closest to the replica", o[1], o[2], false},
-		{"owner to the third closest (a joiner the owner does not know yet)", o[2], o[0], true},
-		{"replica to the third closest", o[2], o[1], true},
-		{"owner to a member far from the host", o[4], o[0], false},
-		{"far member to the owner", o[0], o[6], false},
-	}
-	for _, tc := range replica {
-		if got := replicaFrom(view, tc.self, tc.from, host, r); got != tc.want {
-			t.Errorf("replica %s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	handoff := []struct {
-		name       string
-		founders   []peer.ID
-		self, from peer.ID
-		want       bool
-	}{
-		{"previous owner to the joiner that displaced it", members, o[0], o[1], true},
-		{"previous replica to that joiner", members, o[0], o[2], true},
-		{"third before the join", members, o[0], o[3], false},
-		{"a member that joined after self (not a founder)", []peer.ID{o[0], o[3], o[4]}, o[0], o[1], false},
-		{"the closest founder when closer members joined later", []peer.ID{o[0], o[5], o[6]}, o[0], o[5], true},
-		{"to a member that does not hold the host", members, o[5], o[0], false},
-	}
-	for _, tc := range handoff {
-		founder := func(p peer.ID) bool { return slices.Contains(tc.founders, p) }
-		if got := handoffFrom(view, founder, tc.self, tc.from, host, r); got != tc.want {
-			t.Errorf("handoff %s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestPeerDataAuthorisedBySender attacks the node's handlers with data
 // about a host: pages, fetch markers, anchors, sitemaps, crawl state,
 // manifests and pulls, sent to the host's replica. From a stranger, from a
@@ -103,16 +54,15 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	}
 	nodes := threeNodes(t)
 	ctx := context.Background()
-	// A host whose owner is node 0, its replica node 1; node 2 does not
-	// hold it (R = 2 of 3).
-	var host string
-	for i := 0; host == ""; i++ {
-		h := fmt.Sprintf("held-%d.example", i)
-		reps := nodes[0].net.Replicas(h)
-		if reps[0] == nodes[0].net.ID() && reps[1] == nodes[1].net.ID() {
-			host = h
-		}
+	// A host, its owner, its replica, and a node that does not hold it
+	// (R = 2 of 3).
+	const host = "held.example"
+	byID := map[peer.ID]*Node{}
+	for _, n := range nodes {
+		byID[n.net.ID()] = n
 	}
+	ranked := p2p.ReplicasOf(memberIDs(nodes[0]), host, 3)
+	owner, replica, other := byID[ranked[0]], byID[ranked[1]], byID[ranked[2]]
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -136,18 +86,17 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	hostState := peermsg.EncodeHostState(&crawl.HostExport{Host: host})
 	manifest := peermsg.EncodeManifest(peermsg.Manifest{Hosts: []string{host}})
 	pull := peermsg.EncodePull(peermsg.Pull{Host: host})
-	owner, replica, other := nodes[0], nodes[1], nodes[2]
 	// The three started together, so each is a founder of the others'
 	// views; make owner and other late joiners in the replica's view.
-	replica.settle.mu.Lock()
-	clear(replica.settle.founders)
-	replica.settle.mu.Unlock()
+	if err := replica.place.do(ctx, func() { replica.place.m.ForgetFounders() }); err != nil {
+		t.Fatal(err)
+	}
 	type delivery func(to *Node, from peer.ID) error
-	replicaMsg := func(to *Node, from peer.ID) error { return to.receiveReplica(ctx, from, pages) }
-	handoffPages := func(to *Node, from peer.ID) error { return to.receiveHandoffPages(ctx, from, pages) }
-	handoffHost := func(to *Node, from peer.ID) error { return to.receiveHandoffHost(ctx, from, hostState) }
-	manifestMsg := func(to *Node, from peer.ID) error { return to.receiveManifest(ctx, from, manifest) }
-	pullMsg := func(to *Node, from peer.ID) error { return to.receivePull(ctx, from, pull) }
+	replicaMsg := func(to *Node, from peer.ID) error { return to.inbound.receiveReplica(ctx, from, pages) }
+	handoffPages := func(to *Node, from peer.ID) error { return to.inbound.receiveHandoffPages(ctx, from, pages) }
+	handoffHost := func(to *Node, from peer.ID) error { return to.inbound.receiveHandoffHost(ctx, from, hostState) }
+	manifestMsg := func(to *Node, from peer.ID) error { return to.inbound.receiveManifest(ctx, from, manifest) }
+	pullMsg := func(to *Node, from peer.ID) error { return to.inbound.receivePull(ctx, from, pull) }
 	refused := []struct {
 		name    string
 		to      *Node
@@ -168,9 +117,9 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
-			before := c.to.handoff.refused.Load()
+			before := c.to.place.refused.Load()
 			_ = c.deliver(c.to, c.from)
-			if c.to.handoff.refused.Load() == before {
+			if c.to.place.refused.Load() == before {
 				t.Fatalf("nothing counted as refused")
 			}
 		})
@@ -179,16 +128,17 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 		if rec, err := n.ix.Get(ctx, "http://"+host+"/a"); err == nil {
 			t.Fatalf("a forged page reached an index: %q", rec.Title)
 		}
-		if keys, err := n.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 0 {
+		if keys, err := n.data.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 0 {
 			t.Fatalf("forged fetch markers stored: %v %v", keys, err)
 		}
-		if keys, err := n.hostKeys(prefixSitemap, host); err != nil || len(keys) != 0 {
+		if keys, err := n.data.hostKeys(prefixSitemap, host); err != nil || len(keys) != 0 {
 			t.Fatalf("forged sitemap reads stored: %v %v", keys, err)
 		}
 	}
-	replica.settle.mu.Lock()
-	_, held := replica.settle.pending[host]
-	replica.settle.mu.Unlock()
+	held := false
+	if err := replica.place.do(ctx, func() { held = replica.place.m.Waiting(time.Now(), host) }); err != nil {
+		t.Fatal(err)
+	}
 	if held {
 		t.Fatal("a forged manifest holds back the host's crawl")
 	}
@@ -200,7 +150,7 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	if rec, err := replica.ix.Get(ctx, "http://"+host+"/a"); err != nil || rec.Title != "forged /a" {
 		t.Fatalf("page replicated by the owner not stored: %v", err)
 	}
-	if keys, err := replica.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 1 {
+	if keys, err := replica.data.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 1 {
 		t.Fatalf("fetch marker from the owner: %v %v", keys, err)
 	}
 	if err := pullMsg(owner, replica.net.ID()); err != nil {
@@ -290,32 +240,6 @@ func TestGobBombRefused(t *testing.T) {
 	}
 }
 
-// TestCrawlsIn: whose links about a host are taken as found on it.
-func TestCrawlsIn(t *testing.T) {
-	members := namedPeers("m", 6)
-	const host = "h.test"
-	o := p2p.ReplicasOf(members, host, len(members))
-	isNew := func(p peer.ID) bool { return p == o[0] }
-	never := func(peer.ID) bool { return false }
-	tests := []struct {
-		name   string
-		from   peer.ID
-		recent func(peer.ID) bool
-		want   bool
-	}{
-		{"the owner", o[0], never, true},
-		{"the replica", o[1], never, false},
-		{"the replica while the owner just joined (the replica crawled it until then)", o[1], isNew, true},
-		{"the third closest while the owner just joined", o[2], isNew, false},
-		{"a far member", o[5], never, false},
-	}
-	for _, tc := range tests {
-		if got := crawlsIn(p2p.NewRing(members), tc.from, host, tc.recent); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestURLsVouchedForBySender: which forwarded records a node takes, by
 // who sent them (urlsFrom, the p2p URL filter).
 func TestURLsVouchedForBySender(t *testing.T) {
@@ -323,14 +247,16 @@ func TestURLsVouchedForBySender(t *testing.T) {
 		t.Skip("starts three nodes")
 	}
 	nodes := threeNodes(t)
-	n0 := nodes[0]
-	var source string
-	var owner, third peer.ID
-	for i := 0; source == ""; i++ {
-		h := fmt.Sprintf("source-%d.example", i)
-		reps := n0.net.View().Replicas(h, 3)
-		if reps[0] != n0.net.ID() && reps[2] != n0.net.ID() {
-			source, owner, third = h, reps[0], reps[2]
+	// The receiver is the middle one of the three for the source host (in
+	// the keyspace one of three members is never in the middle, so the
+	// receiver is picked by the host).
+	source := "source.example"
+	reps := p2p.ReplicasOf(memberIDs(nodes[0]), source, 3)
+	owner, third := reps[0], reps[2]
+	var n0 *Node
+	for _, n := range nodes {
+		if n.net.ID() == reps[1] {
+			n0 = n
 		}
 	}
 	link := p2p.URLRecord{URL: "http://target.example/x", SourceHost: source}
@@ -349,14 +275,14 @@ func TestURLsVouchedForBySender(t *testing.T) {
 		{"a seed", third, seed, true},
 	}
 	for _, tc := range tests {
-		if got := n0.urlsFrom(tc.from, []p2p.URLRecord{tc.rec})[0]; got != tc.want {
+		if got := n0.inbound.urlsFrom(tc.from, []p2p.URLRecord{tc.rec})[0]; got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// Seeds are budgeted per member.
 	taken := 0
 	for range seedBurst + 100 {
-		if n0.urlsFrom(third, []p2p.URLRecord{seed})[0] {
+		if n0.inbound.urlsFrom(third, []p2p.URLRecord{seed})[0] {
 			taken++
 		}
 	}
@@ -365,29 +291,11 @@ func TestURLsVouchedForBySender(t *testing.T) {
 	}
 }
 
-// BenchmarkWhoMaySend is what the per-item authorisation costs in a view
-// of 64 members (the ring p2p keeps of it): a replica item, a handoff
-// item, a forwarded link.
-func BenchmarkWhoMaySend(b *testing.B) {
-	members := namedPeers("m", 64)
-	view := p2p.NewRing(members)
-	const host = "h.test"
-	o := p2p.ReplicasOf(members, host, 3)
-	never := func(peer.ID) bool { return false }
-	always := func(peer.ID) bool { return true }
-	b.Run("replica", func(b *testing.B) {
-		for b.Loop() {
-			replicaFrom(view, o[1], o[0], host, 2)
-		}
-	})
-	b.Run("handoff", func(b *testing.B) {
-		for b.Loop() {
-			handoffFrom(view, always, o[0], o[1], host, 2)
-		}
-	})
-	b.Run("link", func(b *testing.B) {
-		for b.Loop() {
-			crawlsIn(view, o[0], host, never)
-		}
-	})
+// memberIDs is n's view, itself included.
+func memberIDs(n *Node) []peer.ID {
+	var ids []peer.ID
+	for _, m := range n.net.Members() {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }

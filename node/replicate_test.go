@@ -73,8 +73,8 @@ func TestStoreWaitsForReplica(t *testing.T) {
 	// The wait ends with the context.
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
-	if err := owner.awaitReplicas(cctx, replWait{commits: []*replCommit{newReplCommit(replica.net.ID())}}); err == nil {
-		t.Error("awaitReplicas with a cancelled context returned nil")
+	if err := owner.place.storeItem(cctx, host, record(recMarker, "http://"+host+"/cancelled"), func() error { return nil }); err == nil {
+		t.Error("a Store with a cancelled context returned nil")
 	}
 }
 
@@ -133,18 +133,8 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 		t.Fatalf("Store %s: %v", notFetched.URL, err)
 	}
 	outboxKeys := func(n *Node) int {
-		count := 0
-		if err := n.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixOutbox + replicaID.String() + "\x00")})
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				count++
-			}
-			return nil
-		}); err != nil {
-			t.Fatalf("read outbox: %v", err)
-		}
-		return count
+		_, byPeer := n.net.Outbox().Depth(topicReplica)
+		return byPeer[replicaID]
 	}
 	// Store returned: the owner's outbox holds every item for the replica.
 	if got := outboxKeys(owner); got != len(urls)+1 {

@@ -170,8 +170,9 @@
 // Every stream carries one request frame and one response frame: a uvarint
 // length then the bytes, capped by MaxMessageBytes; the buffer grows as
 // bytes arrive (from 4 KiB), never to the announced length up front. Every
-// payload starts with a version byte (1). Responses: version, status (0 ok, 1 error), then
-// the body or an error text (≤ 1 KiB). Malformed input resets the stream
+// payload starts with a version byte (1). Responses: version, status (0
+// ok, 1 error, 2 refused by the handler's rules: ErrRefused), then the
+// body or an error text (≤ 1 KiB). Malformed input resets the stream
 // and is counted (Stats.RejectedMessages); it never panics (fuzzed).
 //
 //   - /sou/<network>/urls/1.0.0: version, then a raw DEFLATE stream of a

@@ -904,7 +904,11 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 			if len(text) > maxErrorBytes {
 				text = text[:maxErrorBytes]
 			}
-			out = encodeResponse(statusError, []byte(text))
+			status := byte(statusError)
+			if errors.Is(err, ErrRefused) {
+				status = statusRefused
+			}
+			out = encodeResponse(status, []byte(text))
 		default:
 			out = encodeResponse(statusOK, resp)
 		}
@@ -935,10 +939,17 @@ func (r idleReader) Read(p []byte) (int, error) {
 
 // RemoteError is an error reported by the remote handler (as opposed to a
 // transport failure): retrying the same message is unlikely to help.
+// Refused says the handler refused it by its rules (ErrRefused).
 type RemoteError struct {
-	Peer peer.ID
-	Msg  string
+	Peer    peer.ID
+	Msg     string
+	Refused bool
 }
+
+// ErrRefused is what a handler's error wraps when it refuses a message by
+// its rules (who may send what), not for a passing reason: the sender
+// learns it as a RemoteError with Refused set.
+var ErrRefused = errors.New("refused")
 
 func (e *RemoteError) Error() string { return fmt.Sprintf("peer %s: %s", e.Peer, e.Msg) }
 
@@ -982,7 +993,7 @@ func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byt
 		return nil, wrote, fmt.Errorf("p2p: response from %s: %w", p, err)
 	}
 	if status != statusOK {
-		return nil, wrote, &RemoteError{Peer: p, Msg: string(body)}
+		return nil, wrote, &RemoteError{Peer: p, Msg: string(body), Refused: status == statusRefused}
 	}
 	return body, wrote, nil
 }
