@@ -45,9 +45,9 @@ func newHandlerNode(t *testing.T, cfg Config) (*Node, *httptest.Server) {
 
 // runNode starts a node with Run on a free loopback port and returns its
 // base URL; the node stops when the test ends.
-func runNode(t *testing.T, cfg Config) (*Node, string) {
+func runNode(t *testing.T, cfg Config, opts ...Option) (*Node, string) {
 	t.Helper()
-	n, base, stop := startNode(t, cfg)
+	n, base, stop := startNode(t, cfg, opts...)
 	t.Cleanup(stop)
 	return n, base
 }
@@ -55,11 +55,11 @@ func runNode(t *testing.T, cfg Config) (*Node, string) {
 // startNode is runNode with the stop in the caller's hands: stop ends Run
 // and waits for it (it may be called more than once), so that a test can
 // start another node on the same data directory.
-func startNode(t *testing.T, cfg Config) (_ *Node, base string, stop func()) {
+func startNode(t *testing.T, cfg Config, opts ...Option) (_ *Node, base string, stop func()) {
 	t.Helper()
 	cfg.HTTPAddr = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := New(ctx, cfg, quietLogger())
+	n, err := New(ctx, cfg, quietLogger(), opts...)
 	if err != nil {
 		cancel()
 		t.Fatalf("node.New: %v", err)

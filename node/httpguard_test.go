@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"sou/index"
+	"sou/p2p"
 	"sou/search"
 )
 
@@ -236,7 +238,9 @@ func startPeerPair(t *testing.T, cfgA Config) *peerPair {
 	cfgB := testConfig(t)
 	cfgB.Network = cfgA.Network
 	cfgB.Bootstrap = bootstrapAddrs(p.a)
-	p.b, _ = runNode(t, cfgB)
+	// Enough workers for every search a test holds at b at once, whatever
+	// the machine's core count.
+	p.b, _ = runNode(t, cfgB, WithP2PConfig(func(c *p2p.Config) { c.SearchWorkers = 8 }))
 	waitMembers(t, 2, p.a, p.b)
 	p.b.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
 		honest := func() ([]byte, error) { return p.b.coord.HandleShardRequest(ctx, req) }
@@ -373,14 +377,21 @@ func TestSearchConcurrencyLimit(t *testing.T) {
 	cfg.PublicSearch = true // any client may search: what the limit is for
 	p := startPeerPair(t, cfg)
 	arrived := make(chan struct{}, 16)
+	// The held searches end when released, not at a deadline: on a loaded
+	// machine a deadline could pass before the last check runs.
+	release := make(chan struct{})
 	p.setAnswer(func(ctx context.Context, _ func() ([]byte, error)) ([]byte, error) {
 		arrived <- struct{}{}
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-release:
+			return nil, errors.New("released")
+		}
 	})
 	h := p.a.Handler()
 	search := func(remote string, header ...string) *httptest.ResponseRecorder {
-		c := sweepCase{method: "GET", target: "/api/search?timeout=4s&q=" + url.QueryEscape(fmt.Sprintf("stall %s %d", remote, time.Now().UnixNano()))}
+		c := sweepCase{method: "GET", target: "/api/search?timeout=10s&q=" + url.QueryEscape(fmt.Sprintf("stall %s %d", remote, time.Now().UnixNano()))}
 		c.header = map[string]string{}
 		for i := 0; i+1 < len(header); i += 2 {
 			c.header[header[i]] = header[i+1]
@@ -435,6 +446,7 @@ func TestSearchConcurrencyLimit(t *testing.T) {
 	if rec := serveAs(h, sweepCase{method: "GET", target: "/api/status"}, x, "localhost"); rec.Code != 200 {
 		t.Fatalf("status while searches are held: %d", rec.Code)
 	}
+	close(release)
 	wg.Wait()
 	p.setAnswer(nil)
 	if rec := search(z); rec.Code != 200 {

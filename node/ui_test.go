@@ -106,7 +106,7 @@ func TestSearchPage(t *testing.T) {
 		{name: "start page", target: "/", status: 200, want: []string{`autofocus`, `action="/" method="get"`, `Add seed URLs on the dashboard`}, notWant: []string{`class="stats"`}},
 		{name: "hostile query is escaped", target: "/?q=" + url.QueryEscape(`"><script>alert(1)</script>`), status: 200,
 			want: []string{`&lt;script&gt;alert(1)&lt;/script&gt;`}, notWant: []string{`<script>alert(1)`}},
-		{name: "bad page is a clear error", target: "/?q=harbour&page=0", status: 400, want: []string{`class="msg err"`, `page must be an integer between 1 and 50`}},
+		{name: "bad page is a clear error", target: "/?q=harbour&page=0", status: 400, want: []string{`class="msg err"`, fmt.Sprintf("page must be an integer between 1 and %d", search.MaxPage)}},
 		{name: "past the last page", target: "/?q=harbour&page=9", status: 200, hits: 0, want: []string{`class="prev"`}},
 	}
 	hitRE := regexp.MustCompile(`<li class="hit">`)

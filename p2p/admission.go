@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -222,4 +223,52 @@ func (n *Node) confirmCandidate(p peer.ID) {
 		}
 		n.onHeartbeat(p, hb, p)
 	})
+}
+
+// relayBlacklist is gossipsub's blacklist of relayers: a peer added stays
+// for relayBan. pubsub's own TimeCachedBlacklist runs a sweeping goroutine
+// that nothing can stop; this one expires entries when asked, holds at
+// most maxBanned (a full list makes room by dropping expired entries, then
+// refuses), and needs no goroutine.
+type relayBlacklist struct {
+	clock Clock
+	mu    sync.Mutex
+	until map[peer.ID]time.Time
+}
+
+const maxBanned = 4096
+
+func newRelayBlacklist(clock Clock) *relayBlacklist {
+	return &relayBlacklist{clock: clock, until: map[peer.ID]time.Time{}}
+}
+
+// Add implements pubsub.Blacklist.
+func (b *relayBlacklist) Add(p peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	if len(b.until) >= maxBanned {
+		for q, t := range b.until {
+			if !now.Before(t) {
+				delete(b.until, q)
+			}
+		}
+		if len(b.until) >= maxBanned {
+			return false
+		}
+	}
+	b.until[p] = now.Add(relayBan)
+	return true
+}
+
+// Contains implements pubsub.Blacklist.
+func (b *relayBlacklist) Contains(p peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.until[p]
+	if ok && !b.clock.Now().Before(t) {
+		delete(b.until, p)
+		return false
+	}
+	return ok
 }

@@ -267,3 +267,39 @@ func TestSearchesPerPeer(t *testing.T) {
 		t.Fatalf("%d requests refused busy, want 2: %v", busy, errs)
 	}
 }
+
+type steppedClock struct{ now time.Time }
+
+func (c *steppedClock) Now() time.Time { return c.now }
+
+// TestRelayBlacklist: a relayer stays banned for relayBan, then is
+// forgotten; the list never holds more than maxBanned, making room from
+// expired entries first.
+func TestRelayBlacklist(t *testing.T) {
+	clock := &steppedClock{now: time.Unix(1_700_000_000, 0)}
+	b := newRelayBlacklist(clock)
+	p, q := peer.ID("relayer-p"), peer.ID("relayer-q")
+	if !b.Add(p) || !b.Contains(p) || b.Contains(q) {
+		t.Fatal("a relayer just added is not banned, or another is")
+	}
+	clock.now = clock.now.Add(relayBan - time.Second)
+	if !b.Contains(p) {
+		t.Fatal("ban ended before relayBan")
+	}
+	clock.now = clock.now.Add(time.Second)
+	if b.Contains(p) {
+		t.Fatal("ban outlived relayBan")
+	}
+	for i := range maxBanned {
+		if !b.Add(peer.ID(fmt.Sprintf("flood-%d", i))) {
+			t.Fatalf("add %d refused below the cap", i)
+		}
+	}
+	if b.Add(q) || b.Contains(q) || len(b.until) != maxBanned {
+		t.Fatalf("a full list took another entry (%d held)", len(b.until))
+	}
+	clock.now = clock.now.Add(relayBan)
+	if !b.Add(q) || !b.Contains(q) || len(b.until) != 1 {
+		t.Fatalf("expired entries not dropped to make room (%d held)", len(b.until))
+	}
+}

@@ -91,6 +91,10 @@ type Config struct {
 	// MaxSearchesPerPeer caps the search requests of one member handled at
 	// once; more are refused as busy.
 	MaxSearchesPerPeer int
+	// SearchWorkers is how many search requests of other members run at
+	// once (0: one per core). A shard search is CPU work; a host with
+	// cores to spare for its peers may raise it.
+	SearchWorkers int
 	// RelayService makes this node offer circuit relay v2 to others when
 	// AutoNAT finds it publicly reachable.
 	RelayService bool

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -247,7 +248,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		adm:          newAdmission(cfg),
 		candidateSem: make(chan struct{}, candidateDials),
 		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
-		searches:     newSearchQueue(runtime.GOMAXPROCS(0)),
+		searches:     newSearchQueue(cmp.Or(cfg.SearchWorkers, runtime.GOMAXPROCS(0))),
 		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
@@ -392,10 +393,6 @@ func (n *Node) startRest(ctx context.Context) error {
 	}
 	n.kad = kad
 
-	banned, err := pubsub.NewTimeCachedBlacklist(relayBan)
-	if err != nil {
-		return fmt.Errorf("p2p: gossip blacklist: %w", err)
-	}
 	ps, err := pubsub.NewGossipSub(n.ctx, n.h,
 		pubsub.WithGossipSubParams(gossipParams(n.cfg.HeartbeatInterval)),
 		pubsub.WithMaxMessageSize(64<<10),
@@ -404,7 +401,7 @@ func (n *Node) startRest(ctx context.Context) error {
 		// default queue of 32 RPCs per peer drops them (Stats.GossipDrops).
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithRawTracer(&n.st.gossip),
-		pubsub.WithBlacklist(banned),
+		pubsub.WithBlacklist(newRelayBlacklist(n.clock)),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
