@@ -531,3 +531,18 @@ func mergeSitemapProgress(rec *hostRecord, read, pending []string, limit int) {
 		}
 	}
 }
+
+// Queued returns the URLs of e not fetched yet, as links to add where the
+// host is crawled: a host given up without a handoff passes them on.
+// Records that do not decode are skipped.
+func (e *HostExport) Queued() []Discovered {
+	var out []Discovered
+	for _, b := range e.URLs {
+		r, err := decodeSeenRecord(b)
+		if err != nil || r.State != stateQueued {
+			continue
+		}
+		out = append(out, Discovered{URL: r.URL, Cash: r.Cash, Depth: r.Depth, Base: r.Base})
+	}
+	return out
+}

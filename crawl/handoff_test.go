@@ -170,3 +170,31 @@ func TestMarkFetched(t *testing.T) {
 		t.Fatalf("frontier = %d, want only the new URL", st.Frontier)
 	}
 }
+
+// TestHostExportQueued: Queued lists the URLs still queued, with their
+// cash, depth and script base, and none that were fetched.
+func TestHostExportQueued(t *testing.T) {
+	recs := []*seenRecord{
+		{URL: "http://a.test/queued", State: stateQueued, QKey: []byte{1}, Cash: 0.5, Depth: 2},
+		{URL: "http://a.test/done", State: stateDone},
+		{URL: "http://a.test/app.js", State: stateQueued, QKey: []byte{2}, Base: "http://a.test/"},
+	}
+	e := &HostExport{Host: "a.test"}
+	for _, r := range recs {
+		e.URLs = append(e.URLs, r.encode())
+	}
+	e.URLs = append(e.URLs, []byte("not a record"))
+	got := e.Queued()
+	want := []Discovered{
+		{URL: "http://a.test/queued", Cash: 0.5, Depth: 2},
+		{URL: "http://a.test/app.js", Base: "http://a.test/"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Queued = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].URL != want[i].URL || got[i].Cash != want[i].Cash || got[i].Depth != want[i].Depth || got[i].Base != want[i].Base {
+			t.Errorf("Queued[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"sou/crawl"
 	"sou/index"
 	"sou/p2p"
+	"sou/placement"
 	"sou/search"
 )
 
@@ -319,6 +320,8 @@ type Status struct {
 	// HandoffRefused counts pages, fetch markers and host exports refused
 	// because neither this node nor the sending peer holds their host.
 	HandoffRefused int64 `json:"handoff_refused"`
+	// Placement counts where this node's hosts stand (placement.Summary).
+	Placement placement.Summary `json:"placement"`
 	// DiskFree is the free space under the data directory at the last
 	// check; DiskLow says the node has stopped crawling and taking in data
 	// until space returns.
@@ -336,6 +339,7 @@ func (n *Node) Status(ctx context.Context) Status {
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
 		HandoffPages: n.place.sent.Load(), HandoffReceived: n.place.received.Load(),
 		HandoffRefused: n.place.refused.Load(),
+		Placement:      n.place.summary(ctx),
 		DiskFree:       n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}
 	key := p2p.PeerKey(n.net.ID())

@@ -316,17 +316,31 @@ func fetchedOf(host string, urls []string) []peermsg.Fetched {
 	return out
 }
 
-// abandon gives up the crawl state of a host whose owner does not take it
-// from this node: the URLs members sent for it go to the owner as links,
-// and the crawler drops the host.
+// abandon gives up the crawl state of a host this node does not hand
+// off (its owner does not take it from this node, or this node never
+// crawled it): the URLs still queued for it go to the owner as links, and
+// the crawler drops the host.
 func (s *hostData) abandon(ctx context.Context, net messenger, host string) error {
 	queued, err := s.hostKeys(prefixQueued, host)
 	if err != nil {
 		return err
 	}
-	recs := make([]p2p.URLRecord, 0, len(queued))
+	exp, err := s.crawler.ExportHost(ctx, host)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", host, err)
+	}
+	// The crawler's queue holds what members sent (queued) and the links
+	// this node found to a host it owned by p2p's view.
+	seen := map[string]bool{}
+	var recs []p2p.URLRecord
+	for _, d := range exp.Queued() {
+		seen[d.URL] = true
+		recs = append(recs, p2p.URLRecord{URL: d.URL, Cash: d.Cash, Depth: d.Depth})
+	}
 	for _, u := range queued {
-		recs = append(recs, p2p.URLRecord{URL: u})
+		if !seen[u] {
+			recs = append(recs, p2p.URLRecord{URL: u})
+		}
 	}
 	if err := net.Forward(ctx, recs); err != nil && !errors.Is(err, p2p.ErrInvalidRecord) {
 		return fmt.Errorf("forward the queued URLs of %s: %w", host, err)

@@ -243,6 +243,7 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) closeAll() {
+	n.place.close()
 	if err := n.crawler.Close(); err != nil {
 		n.log.Warn("close crawler", "err", err)
 	}

@@ -71,7 +71,7 @@ func (d *peerData) allowed(ctx context.Context, kind placement.Kind, from peer.I
 func (d *peerData) stored(ctx context.Context, hosts map[string]bool) error {
 	return d.place.do(ctx, func() {
 		for _, h := range sortedHosts(hosts) {
-			d.place.step(ctx, placement.ReplicaStored{Host: h})
+			d.place.step(placement.ReplicaStored{Host: h})
 		}
 	})
 }

@@ -43,7 +43,11 @@ type placer struct {
 	// the loop owns the machine.
 	idle    sync.Mutex
 	looping bool
-	work    sync.WaitGroup
+	// life is the context of the actions' workers: it ends with Run's, or
+	// with close for a node never Run.
+	life context.Context
+	stop context.CancelFunc
+	work sync.WaitGroup
 	// waits are the Stores waiting for their replicas, by Await ID (the
 	// loop's alone); nextWait numbers them.
 	waits    map[uint64]chan placement.Action
@@ -139,12 +143,21 @@ func newPlacer(cfg placement.Config, net messenger, store hostStore, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	return &placer{
+	p := &placer{
 		m: placement.New(cfg, saved, time.Now()), net: net, store: store, log: log, errs: errs,
 		inbox: make(chan func()), stopped: make(chan struct{}), waits: map[uint64]chan placement.Action{},
 		mailSignal: make(chan struct{}, 1), intakeLow: func() bool { return false },
 		refusalLog: rate.NewLimiter(rate.Every(10*time.Second), 1),
-	}, nil
+	}
+	p.life, p.stop = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// close ends the actions' workers and waits for them (they were started
+// by a node that was never Run, or Run has waited for them already).
+func (p *placer) close() {
+	p.stop()
+	p.work.Wait()
 }
 
 // run is the loop: it ends with ctx, once every worker it started has.
@@ -154,14 +167,16 @@ func (p *placer) run(ctx context.Context) {
 	p.idle.Unlock()
 	defer close(p.stopped)
 	defer p.work.Wait()
+	defer p.stop()
 	defer func() {
 		p.idle.Lock()
 		p.looping = false
 		p.idle.Unlock()
 	}()
+	defer context.AfterFunc(ctx, p.stop)()
 	t := time.NewTicker(placerTick)
 	defer t.Stop()
-	p.step(ctx, placement.OutboxHeld{Peers: p.net.Outbox().Peers(topicReplica)})
+	p.step(placement.OutboxHeld{Peers: p.net.Outbox().Peers(topicReplica)})
 	events := p.net.Events()
 	for {
 		select {
@@ -171,10 +186,10 @@ func (p *placer) run(ctx context.Context) {
 			f()
 		case <-p.mailSignal:
 			for _, ev := range p.takeMail() {
-				p.step(ctx, ev)
+				p.step(ev)
 			}
 		case <-t.C:
-			p.step(ctx, placement.Tick{})
+			p.step(placement.Tick{})
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -190,17 +205,33 @@ func (p *placer) run(ctx context.Context) {
 func (p *placer) membership(ctx context.Context, ev p2p.MemberEvent) {
 	p.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
 	if hosts, err := p.store.crawlerHosts(ctx); err == nil {
-		p.step(ctx, placement.Hosts{Hosts: hosts})
+		p.step(placement.Hosts{Hosts: hosts})
 	}
 	switch ev.Kind {
 	case p2p.Joined:
-		p.step(ctx, placement.Joined{Peer: ev.Member.ID, Holding: p.holding()})
+		p.step(placement.Joined{Peer: ev.Member.ID, Holding: p.holding()})
 	case p2p.Left:
-		p.step(ctx, placement.Left{Peer: ev.Member.ID})
+		p.step(placement.Left{Peer: ev.Member.ID})
 	}
 	if p.member != nil {
 		p.member(ev)
 	}
+}
+
+// summary is the machine's Summary now (zero if the loop does not answer
+// within ctx).
+func (p *placer) summary(ctx context.Context) placement.Summary {
+	return ask(ctx, p, placement.Summary{}, func(m *placement.Machine) placement.Summary { return m.Summarise(time.Now()) })
+}
+
+// ask returns what q answers on the loop, or zero when the loop does not
+// run q within ctx (q may still run later: its answer is dropped).
+func ask[T any](ctx context.Context, p *placer, zero T, q func(*placement.Machine) T) T {
+	answer := make(chan T, 1)
+	if err := p.do(ctx, func() { answer <- q(p.m) }); err != nil {
+		return zero
+	}
+	return <-answer
 }
 
 // holding are the members whose last heartbeat announced a host.
@@ -223,7 +254,7 @@ func (p *placer) do(ctx context.Context, f func()) error {
 	if !p.looping {
 		defer p.idle.Unlock()
 		for _, ev := range p.takeMail() {
-			p.step(ctx, ev)
+			p.step(ev)
 		}
 		f()
 		return nil
@@ -249,11 +280,14 @@ func (p *placer) do(ctx context.Context, f func()) error {
 
 // stepIn steps ev from another goroutine.
 func (p *placer) stepIn(ctx context.Context, ev placement.Event) error {
-	return p.do(ctx, func() { p.step(ctx, ev) })
+	return p.do(ctx, func() { p.step(ev) })
 }
 
 // step steps ev on the loop and carries out what the machine decides.
-func (p *placer) step(ctx context.Context, ev placement.Event) {
+// The actions run under the placer's own context, never a caller's: a
+// worker started while a peer's message was handled outlives the handler.
+func (p *placer) step(ev placement.Event) {
+	ctx := p.life
 	p.m.Step(time.Now(), ev)
 	for acts := p.m.Ready(); len(acts) > 0; acts = p.m.Ready() {
 		for _, a := range acts {

@@ -11,6 +11,7 @@ import (
 	"sou/index"
 	"sou/node/peermsg"
 	"sou/p2p"
+	"sou/placement"
 )
 
 // sink is the crawler's view of the node: ownership from p2p, the gate
@@ -30,9 +31,7 @@ func (s *sink) MayFetch(hostKey string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ok := false
-	_ = n.place.do(ctx, func() { ok = n.place.m.MayCrawl(time.Now(), hostKey) })
-	return ok
+	return ask(ctx, n.place, false, func(m *placement.Machine) bool { return m.MayCrawl(time.Now(), hostKey) })
 }
 
 func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {

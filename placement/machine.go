@@ -356,3 +356,48 @@ func (m *Machine) ownsAmongRecent(now time.Time, host string) bool {
 func sortedKeys[K ~string, V any](s map[K]V) []K {
 	return slices.Sorted(maps.Keys(s))
 }
+
+// Summary is what a machine holds, counted, for an operator's status page.
+type Summary struct {
+	Members int `json:"members"`
+	// Hosts are the crawler's hosts; Owned those this node owns by its
+	// view; Crawlable those it may crawl now (MayCrawl).
+	Hosts, Owned, Crawlable int
+	// Crawled and Replica count hosts by role.
+	Crawled, Replica int
+	// Waiting are hosts a manifest holds back; Awaiting members whose
+	// manifest a joiner waits for.
+	Waiting, Awaiting   int
+	Pulls, HandoffQueue int
+	Handing             string `json:",omitempty"`
+}
+
+// Summarise counts what the machine holds at now.
+func (m *Machine) Summarise(now time.Time) Summary {
+	s := Summary{
+		Members: len(m.members), Hosts: len(m.hosts.crawl), Awaiting: len(m.settle.awaiting),
+		Pulls: len(m.hosts.pulls), HandoffQueue: len(m.hosts.queue), Handing: m.hosts.handing,
+	}
+	for h := range m.hosts.crawl {
+		if m.owner(h) == m.cfg.Self {
+			s.Owned++
+		}
+		if m.MayCrawl(now, h) {
+			s.Crawlable++
+		}
+	}
+	for _, r := range m.hosts.role {
+		switch r {
+		case Crawled:
+			s.Crawled++
+		case Replica:
+			s.Replica++
+		}
+	}
+	for h := range m.settle.pending {
+		if m.Waiting(now, h) {
+			s.Waiting++
+		}
+	}
+	return s
+}
