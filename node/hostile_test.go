@@ -279,15 +279,17 @@ func TestURLsVouchedForBySender(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	// Seeds are budgeted per member.
+	// Seeds are budgeted per member: the burst, and what the rate adds
+	// while the loop runs (a loaded machine takes seconds over it).
 	taken := 0
+	start := time.Now()
 	for range seedBurst + 100 {
 		if n0.inbound.urlsFrom(third, []p2p.URLRecord{seed})[0] {
 			taken++
 		}
 	}
-	if taken > seedBurst {
-		t.Fatalf("%d seeds taken from one member in a burst, budget %d", taken, seedBurst)
+	if budget := seedBurst + int(time.Since(start).Seconds()*seedsPerSecond) + 1; taken > budget {
+		t.Fatalf("%d seeds taken from one member in a burst, budget %d", taken, budget)
 	}
 }
 

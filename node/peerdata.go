@@ -87,31 +87,45 @@ func (d *peerData) receiveURLs(ctx context.Context, _ peer.ID, recs []p2p.URLRec
 	}
 	ds := make([]crawl.Discovered, 0, len(recs))
 	anchors := map[string][]string{}
-	var queued []peermsg.Fetched
-	byHost := map[string][][]byte{}
+	urls := make([]string, 0, len(recs))
 	for _, r := range recs {
 		ds = append(ds, crawl.Discovered{URL: r.URL, Anchor: r.Anchor, SourceHost: r.SourceHost, Cash: r.Cash, Depth: r.Depth})
 		if r.Anchor != "" && r.SourceHost != "" {
 			anchors[r.URL] = append(anchors[r.URL], r.Anchor)
 		}
-		if h := hostOf(r.URL); h != "" {
-			queued = append(queued, peermsg.Fetched{Host: h, URL: r.URL})
-			byHost[h] = append(byHost[h], record(recQueued, r.URL))
-		}
+		urls = append(urls, r.URL)
 	}
 	if err := d.crawler.Add(ctx, ds); err != nil {
 		return err
 	}
-	if err := d.data.keep(nil, nil, queued, nil); err != nil {
-		return err
-	}
-	if err := d.place.replicate(ctx, byHost); err != nil {
+	if err := d.keepQueued(ctx, urls); err != nil {
 		return err
 	}
 	if err := d.addAnchors(ctx, anchors); err != nil {
 		return err
 	}
 	return d.acked(ctx, len(recs) > 0)
+}
+
+// keepQueued keeps URLs queued here under "n:u/" and replicates them, so
+// that a takeover queues them again should this node die before fetching
+// them.
+func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
+	var queued []peermsg.Fetched
+	byHost := map[string][][]byte{}
+	for _, u := range urls {
+		if h := hostOf(u); h != "" {
+			queued = append(queued, peermsg.Fetched{Host: h, URL: u})
+			byHost[h] = append(byHost[h], record(recQueued, u))
+		}
+	}
+	if len(queued) == 0 {
+		return nil
+	}
+	if err := d.data.keep(nil, nil, queued, nil); err != nil {
+		return err
+	}
+	return d.place.replicate(ctx, byHost)
 }
 
 // addAnchors indexes anchor texts (URL -> texts) and replicates them, so

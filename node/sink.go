@@ -67,7 +67,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
 		// Not indexed, but fetched: the replicas must know, or a takeover
 		// would fetch it again.
-		return s.storeMarker(ctx, p.Host, p.URL)
+		return s.storeUnindexed(ctx, p)
 	}
 	if len(n.net.Members()) > 1 {
 		winner, err := n.net.Claim(ctx, p.ContentHash[:], p.URL)
@@ -84,7 +84,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
 		}
 		if winner != p.URL {
-			return s.storeMarker(ctx, p.Host, p.URL)
+			return s.storeUnindexed(ctx, p)
 		}
 	}
 	doc := DocumentFromPage(p)
@@ -106,6 +106,26 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 		}
 		return n.inbound.addAnchors(ctx, anchors)
 	})
+}
+
+// storeUnindexed keeps a fetched page that is not indexed here as a fetch
+// marker. Its links to this node's hosts are queued here by the crawler,
+// and a takeover, which finds links in the pages it holds, would not see
+// them: they are kept as queued URLs (replicated) first.
+func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
+	var owned []string
+	for _, l := range p.Links {
+		if l.NoFollow || l.Base != "" {
+			continue
+		}
+		if h := hostOf(l.URL); h != "" && s.n.net.IsOwner(h) {
+			owned = append(owned, l.URL)
+		}
+	}
+	if err := s.n.inbound.keepQueued(ctx, owned); err != nil {
+		return err
+	}
+	return s.storeMarker(ctx, p.Host, p.URL)
 }
 
 // storeMarker keeps a fetch marker for a URL settled without a page and
