@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,18 +18,18 @@ import (
 	"sou/testnet/simweb"
 )
 
-// simTransport sends every *.sim.test host to the simulated web's HTTP
-// listener (what the web's DNS would answer) and refuses anything else.
-func simTransport(web *simweb.Web, conns int) *http.Transport {
+// webTransport sends every host ending in suffix (".sim.test" for the
+// synthetic web, ".test" for the corpus) to the web's HTTP listener at
+// addr (what the web's DNS would answer) and refuses anything else.
+func webTransport(addr, suffix string, conns int) *http.Transport {
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	addr := web.HTTPAddr()
 	return &http.Transport{
 		DialContext: func(ctx context.Context, network, hostport string) (net.Conn, error) {
 			host, _, err := net.SplitHostPort(hostport)
 			if err != nil {
 				host = hostport
 			}
-			if !strings.HasSuffix(strings.ToLower(host), ".sim.test") {
+			if !strings.HasSuffix(strings.ToLower(host), suffix) {
 				return nil, fmt.Errorf("colly baseline: %s is outside the simulated web", host)
 			}
 			return dialer.DialContext(ctx, network, addr)
@@ -37,14 +40,131 @@ func simTransport(web *simweb.Web, conns int) *http.Transport {
 	}
 }
 
-// CrawlColly is the baseline pipeline: colly (async, one LimitRule with
-// Parallelism = workers over all hosts, robots.txt obeyed, its own visited
-// set for URL dedup, fragments stripped before Visit) extracts title and
-// body text with goquery and feeds Bleve in batches of bleveBatchSize from
-// one indexing goroutine. Timed from the first seed until the last batch
-// is searchable. With withIndex false the extracted documents are counted,
-// not indexed: colly's own share of the time.
+// simTransport is webTransport for an in-process synthetic web.
+func simTransport(web *simweb.Web, conns int) *http.Transport {
+	return webTransport(web.HTTPAddr(), ".sim.test", conns)
+}
+
+// politeTransport holds every request until its host has no other request
+// in flight and fewer than workers requests are in flight in all: sou's
+// crawler politeness (one connection per host) and fetch worker count,
+// imposed on colly. colly's per-host LimitRules (collyRun.onePerHost)
+// queue its page requests; this catches what they do not: robots.txt
+// requests, which colly sends around its limits, and the workers bound.
+type politeTransport struct {
+	next    http.RoundTripper
+	workers chan struct{}
+	mu      sync.Mutex
+	hosts   map[string]chan struct{}
+	count   atomic.Int64
+	// first and last are when the first request went out and the last
+	// response was read (UnixNano): the span the web's log would show.
+	first, last atomic.Int64
+}
+
+// span is the time from the first request to the last response read.
+func (t *politeTransport) span() time.Duration {
+	return time.Duration(t.last.Load() - t.first.Load())
+}
+
+func newPoliteTransport(next http.RoundTripper, workers int) *politeTransport {
+	return &politeTransport{next: next, workers: make(chan struct{}, workers), hosts: map[string]chan struct{}{}}
+}
+
+func (t *politeTransport) hostSlot(host string) chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.hosts[host]
+	if !ok {
+		s = make(chan struct{}, 1)
+		t.hosts[host] = s
+	}
+	return s
+}
+
+func (t *politeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	host := t.hostSlot(strings.ToLower(r.URL.Host))
+	select {
+	case host <- struct{}{}:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	select {
+	case t.workers <- struct{}{}:
+	case <-r.Context().Done():
+		<-host
+		return nil, r.Context().Err()
+	}
+	t.count.Add(1)
+	t.first.CompareAndSwap(0, time.Now().UnixNano())
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		<-t.workers
+		<-host
+		return nil, err
+	}
+	// The slot is held until the body is read and closed, as one
+	// connection per host means.
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() {
+		for now := time.Now().UnixNano(); ; {
+			if l := t.last.Load(); l >= now || t.last.CompareAndSwap(l, now) {
+				break
+			}
+		}
+		<-t.workers
+		<-host
+	}}
+	return resp, nil
+}
+
+type releasingBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// collyRun says what CrawlColly's pipeline crawls and how.
+type collyRun struct {
+	seeds     []string
+	transport http.RoundTripper
+	urlFilter *regexp.Regexp
+	// workers bounds colly's requests in flight over all hosts (its one
+	// LimitRule); 0 leaves the bound to the transport.
+	workers int
+	// onePerHost lists hosts (as in URLs: host[:port]) that get a
+	// LimitRule of their own, one request in flight each. colly waits for
+	// a rule's slot before its request timeout starts, so a long queue
+	// on one host does not time out (a transport that waited would).
+	onePerHost []string
+	// requests counts what the web served, robots.txt included.
+	requests func() int
+}
+
+// CrawlColly is the baseline pipeline on an in-process synthetic web:
+// colly (async, one LimitRule with Parallelism = workers over all hosts,
+// robots.txt obeyed, its own visited set for URL dedup, fragments stripped
+// before Visit) extracts title and body text with goquery and feeds Bleve
+// in batches of bleveBatchSize from one indexing goroutine. Timed from the
+// first seed until the last batch is searchable. With withIndex false the
+// extracted documents are counted, not indexed: colly's own share of the
+// time.
 func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, withIndex bool) (CrawlResult, error) {
+	return crawlColly(ctx, collyRun{
+		seeds:     web.Seeds(),
+		transport: simTransport(web, workers),
+		urlFilter: regexp.MustCompile(`^https?://[^/]+\.sim\.test(:\d+)?(/|$)`),
+		workers:   workers,
+		requests:  func() int { return len(web.Requests(0)) },
+	}, dir, withIndex)
+}
+
+func crawlColly(ctx context.Context, run collyRun, dir string, withIndex bool) (CrawlResult, error) {
 	b, err := newBleve(dir)
 	if err != nil {
 		return CrawlResult{}, err
@@ -52,13 +172,20 @@ func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, w
 	c := colly.NewCollector(
 		colly.Async(true),
 		colly.UserAgent(simweb.UserAgent),
-		colly.URLFilters(regexp.MustCompile(`^https?://[^/]+\.sim\.test(:\d+)?(/|$)`)),
+		colly.URLFilters(run.urlFilter),
 		colly.StdlibContext(ctx),
 	)
 	c.IgnoreRobotsTxt = false
-	c.WithTransport(simTransport(web, workers))
+	c.WithTransport(run.transport)
 	c.SetRequestTimeout(30 * time.Second)
-	if err := c.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: workers}); err != nil {
+	var rules []*colly.LimitRule
+	for _, h := range run.onePerHost {
+		rules = append(rules, &colly.LimitRule{DomainGlob: h, Parallelism: 1})
+	}
+	if run.workers > 0 {
+		rules = append(rules, &colly.LimitRule{DomainGlob: "*", Parallelism: run.workers})
+	}
+	if err := c.Limits(rules); err != nil {
 		_ = b.Close()
 		return CrawlResult{}, fmt.Errorf("colly limit: %w", err)
 	}
@@ -112,10 +239,10 @@ func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, w
 		}
 		indexErr <- err
 	}()
-	reqBefore := len(web.Requests(0))
+	reqBefore := run.requests()
 	start := time.Now()
-	for _, s := range web.Seeds() {
-		if err := c.Visit(s); err != nil {
+	for _, s := range run.seeds {
+		if err := c.Visit(s); err != nil && !seedSkipped(err) {
 			close(docs)
 			<-indexErr
 			_ = b.Close()
@@ -126,7 +253,7 @@ func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, w
 	close(docs)
 	err = <-indexErr
 	elapsed := time.Since(start)
-	res := CrawlResult{Elapsed: elapsed, Fetched: fetched.Load(), Indexed: indexed.Load(), Requests: len(web.Requests(0)) - reqBefore}
+	res := CrawlResult{Elapsed: elapsed, Fetched: fetched.Load(), Indexed: indexed.Load(), Requests: run.requests() - reqBefore}
 	if cerr := b.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -138,4 +265,11 @@ func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, w
 	}
 	res.Bytes, err = DiskUsage(dir)
 	return res, err
+}
+
+// seedSkipped is a Visit error that only says the seed is not to be
+// fetched: listed twice, or disallowed by its host's robots.txt.
+func seedSkipped(err error) bool {
+	var visited *colly.AlreadyVisitedError
+	return errors.As(err, &visited) || errors.Is(err, colly.ErrRobotsTxtBlocked)
 }

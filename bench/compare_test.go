@@ -371,14 +371,23 @@ func BenchmarkCrawl(b *testing.B) {
 	for _, p := range pipelines {
 		b.Run(p.name, func(b *testing.B) {
 			var indexed int64
+			var hits, misses uint64
+			cpu0 := processCPU(b)
 			for b.Loop() {
 				r, err := p.run(filepath.Join(b.TempDir(), "crawl"))
 				if err != nil {
 					b.Fatal(err)
 				}
 				indexed += r.Indexed
+				hits, misses = hits+r.FormHits, misses+r.FormMisses
+			}
+			if hits+misses > 0 {
+				b.ReportMetric(float64(hits)/float64(hits+misses)*100, "reindex-form-hit-%")
+				b.ReportMetric(float64(hits+misses)/float64(max(indexed, 1))*100, "reindexed-%")
 			}
 			b.ReportMetric(float64(indexed)/b.Elapsed().Seconds(), "pages/s")
+			// The process's CPU: the pipeline and the simulated web serving it.
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(max(indexed, 1)), "cpu-ms/page")
 		})
 	}
 }

@@ -63,7 +63,7 @@ func BenchmarkIndexCorpus(b *testing.B) {
 }
 
 // processCPU is the user and system time this process has used.
-func processCPU(b *testing.B) time.Duration {
+func processCPU(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)

@@ -110,7 +110,7 @@ func TestQualityBaseline(t *testing.T) {
 		}
 		souScores = append(souScores, eval.Scores(s.Name, eval.All, so)...)
 		full := eval.Summarize(s.Name, eval.Dev, so)
-		for _, sig := range souSignals() {
+		for _, sig := range souSignals(false) {
 			o, err := eval.Run(ctx, s, eval.Dev, souSearch(e.sou.WithParams(sig.params)), 1)
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +140,7 @@ func TestQualityBaseline(t *testing.T) {
 	}
 	out.WriteString("## Bleve + gojieba (BM25, title boost 2, OR of the query words; hits only)\n\n")
 	must(t, eval.WriteMarkdown(&out, bleveScores))
-	out.WriteString("\n## sou, one local index in this process (AND, BM25F, no network)\n\n")
+	out.WriteString("\n## sou, one local index in this process (the default ranking; no network, so no anchor text and no link rank)\n\n")
 	must(t, eval.WriteMarkdown(&out, souScores))
 	out.WriteString("\n## What each signal of sou's ranking adds (local index, dev parts)\n\n")
 	out.WriteString("Each row removes one signal (its weight set to 0) and reruns the dev part. In this process the pages carry no anchor text and no link rank (they are parsed from disk, not crawled), so those signals are measured on a testnet run only.\n\n")
@@ -229,36 +229,62 @@ type souSignal struct {
 	params search.Params
 }
 
-func souSignals() []souSignal {
+// souSignals lists sou's ranking with each signal removed in turn;
+// crawled says the pages were crawled (anchor text and static rank exist).
+func souSignals(crawled bool) []souSignal {
 	var out []souSignal
-	for f, name := range []string{"title", "anchor text", "body", "URL words"} {
-		if name == "anchor text" {
-			continue // none in this process
-		}
+	without := func(name string, change func(*search.Params)) {
 		p := search.DefaultParams()
-		p.Weight[f] = 0
+		change(&p)
 		out = append(out, souSignal{"without " + name, p})
 	}
+	for f, name := range []string{"title", "anchor text", "body", "URL words", "headings"} {
+		if name == "anchor text" && !crawled {
+			continue // none in this process
+		}
+		without(name, func(p *search.Params) { p.Weight[f] = 0 })
+	}
+	if crawled {
+		without("static rank", func(p *search.Params) { p.StaticWeight = 0 })
+	}
+	without("proximity", func(p *search.Params) { p.Prox = 0 })
+	without("relaxed matching", func(p *search.Params) { p.Relax = false })
+	without("same-script preference", func(p *search.Params) { p.SameScript = 0 })
 	return out
 }
 
 type signalRow struct {
 	signal        string
 	full, without eval.Score
+	// fullCPU and cpuMS are the process CPU time per query of the full
+	// ranking and of this one (0: not measured).
+	fullCPU, cpuMS float64
 }
 
+// writeSignalTable prints each ranking against the first of its set; a
+// row named like the first ranking is not repeated.
 func writeSignalTable(w io.Writer, rows []signalRow) {
-	fmt.Fprintln(w, "| ranking | set (dev) | MRR@10 | Δ MRR@10 from all signals | S@10 | nDCG@10 | p50 ms | p95 ms | Δ p50 ms |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| ranking | set (dev) | MRR@10 | Δ MRR@10 from all signals | S@10 | nDCG@10 | p50 ms | p95 ms | Δ p50 ms | CPU ms/query |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	last := ""
+	cpu := func(ms float64) string {
+		if ms == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.2f", ms)
+	}
 	for _, r := range rows {
 		if r.full.Set != last {
 			last = r.full.Set
-			fmt.Fprintf(w, "| all signals | %s | %.3f | | %.3f | %.3f | %.2f | %.2f | |\n", r.full.Set, r.full.MRR10, r.full.S10, r.full.NDCG10, r.full.P50MS, r.full.P95MS)
+			fmt.Fprintf(w, "| all signals | %s | %.3f | | %.3f | %.3f | %.2f | %.2f | | %s |\n", r.full.Set, r.full.MRR10, r.full.S10, r.full.NDCG10,
+				r.full.P50MS, r.full.P95MS, cpu(r.fullCPU))
 		}
 		x := r.without
-		fmt.Fprintf(w, "| %s | %s | %.3f | %+.3f | %.3f | %.3f | %.2f | %.2f | %+.2f |\n", r.signal, x.Set, x.MRR10, x.MRR10-r.full.MRR10,
-			x.S10, x.NDCG10, x.P50MS, x.P95MS, x.P50MS-r.full.P50MS)
+		if x == r.full && r.signal == "all signals" {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %.3f | %+.3f | %.3f | %.3f | %.2f | %.2f | %+.2f | %s |\n", r.signal, x.Set, x.MRR10, x.MRR10-r.full.MRR10,
+			x.S10, x.NDCG10, x.P50MS, x.P95MS, x.P50MS-r.full.P50MS, cpu(r.cpuMS))
 	}
 	fmt.Fprintln(w)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,9 @@ type CrawlResult struct {
 	Indexed  int64         // pages handed to the index
 	Requests int           // requests the simulated web logged (robots.txt and sitemaps included)
 	Bytes    int64         // on disk after close
+	// Re-indexes for new anchors that replayed a cached analysed form,
+	// and those that analysed the page again (sou only).
+	FormHits, FormMisses uint64
 }
 
 // PagesPerSecond is indexed pages over wall time.
@@ -82,7 +87,16 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 	if err != nil {
 		return CrawlResult{}, err
 	}
-	ix, err := index.Open(db, node.IndexOptions(), log)
+	opts := node.IndexOptions()
+	if v := os.Getenv("SOU_BENCH_FORM_CACHE_MB"); v != "" {
+		mb, err := strconv.Atoi(v)
+		if err != nil {
+			_ = db.Close()
+			return CrawlResult{}, fmt.Errorf("SOU_BENCH_FORM_CACHE_MB=%q: want MiB (0: off)", v)
+		}
+		opts.FormCacheBytes = mb << 20
+	}
+	ix, err := index.Open(db, opts, log)
 	if err != nil {
 		_ = db.Close()
 		return CrawlResult{}, fmt.Errorf("open sou index: %w", err)
@@ -124,6 +138,8 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 	<-done
 	st := c.Stats()
 	res := CrawlResult{Elapsed: elapsed, Fetched: st.Fetched, Indexed: sink.indexed.Load(), Requests: len(web.Requests(0)) - reqBefore}
+	ist := ix.Stats()
+	res.FormHits, res.FormMisses = ist.ReindexFormHits, ist.ReindexFormMisses
 	if cerr := c.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close crawler: %w", cerr)
 	}

@@ -33,6 +33,8 @@ type Token struct {
 type Analyzer struct {
 	jieba *gojieba.Jieba
 	fold  *folder // nil: Traditional Chinese is kept as written
+	// stem reduces English words to their Snowball stems (stemWord).
+	stem bool
 	// version and unfoldedVersion are Version with and without fold.
 	version, unfoldedVersion string
 }
@@ -48,7 +50,18 @@ func (a *Analyzer) Version() string { return a.version }
 // the analyzer did before folding, for measuring what folding does and for
 // testing nodes whose analyzers differ.
 func (a *Analyzer) WithoutScriptFolding() *Analyzer {
-	return &Analyzer{jieba: a.jieba, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
+	return &Analyzer{jieba: a.jieba, stem: a.stem, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
+}
+
+// WithoutStemming returns an analyzer that keeps English words as written
+// (lowercased), with a Version of its own: for measuring what stemming
+// does.
+func (a *Analyzer) WithoutStemming() *Analyzer {
+	c := *a
+	c.stem = false
+	c.version += "-unstemmed"
+	c.unfoldedVersion += "-unstemmed"
+	return &c
 }
 
 // Analyze returns the index-mode tokens of text: search-mode cuts, so
@@ -407,7 +420,11 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 			if sg.end-sg.start > maxTokenBytes {
 				continue
 			}
-			emit(mk(s[sg.start:sg.end], pos, sg.start, sg.end))
+			w := s[sg.start:sg.end]
+			if a.stem && !sg.compound {
+				w = stemWord(w)
+			}
+			emit(mk(w, pos, sg.start, sg.end))
 			if sg.compound && !sg.numeric && !query {
 				// Parts of e-mail, at&t, example.com at the same position.
 				for k := sg.start; k < sg.end; {
@@ -424,7 +441,11 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 						}
 						e += sz2
 					}
-					emit(mk(s[k:e], pos, k, e))
+					part := s[k:e]
+					if a.stem {
+						part = stemWord(part)
+					}
+					emit(mk(part, pos, k, e))
 					k = e
 				}
 			}

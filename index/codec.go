@@ -7,12 +7,14 @@ import (
 	"math"
 )
 
-// Fields for BM25F.
+// Fields for BM25F. FieldHeading comes last so that the older four keep
+// their numbers.
 const (
 	FieldTitle = iota
 	FieldAnchor
 	FieldBody
 	FieldURL
+	FieldHeading
 	NumFields
 )
 

@@ -24,7 +24,7 @@ import (
 // analyzerAlgorithm is the part of AnalyzerVersion that the dictionaries'
 // hash does not cover: bump it whenever a change to the analyzer's code
 // changes the terms of any text.
-const analyzerAlgorithm = 2
+const analyzerAlgorithm = 5
 
 // Dictionaries compiled into the binary (data/README.md says where they
 // come from), so that every node segments with the same ones wherever it
@@ -113,6 +113,7 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 	return &Analyzer{
 		jieba:           jieba,
 		fold:            fold,
+		stem:            true,
 		version:         fmt.Sprintf("%d-%s", analyzerAlgorithm, hex.EncodeToString(h.Sum(nil)[:6])),
 		unfoldedVersion: fmt.Sprintf("%d-%s-unfolded", analyzerAlgorithm, hex.EncodeToString(dictHash[:6])),
 	}, nil

@@ -33,6 +33,8 @@
 // user@example.com, node.js) and, in index mode, the parts are indexed at the
 // same position too; suffixes ++ and # (c++, c#) and a leading dot (.net)
 // are kept. Tokens over 64 bytes and text beyond 1 MiB per field are dropped.
+// English words (3 to 32 ASCII letters, not glued) are replaced by their
+// Snowball stems in pages and queries alike (stem.go says why by form).
 //
 // Analyzer.Version names everything that decides terms: analyzerAlgorithm
 // (bumped by hand when a change to the code changes terms) and a hash of
@@ -85,7 +87,7 @@
 //	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
 //	i:r:<docID>             raw body as fetched, zstd
 //	i:h:<host>\x00<docID>   host listing for ForEachPage and handoff
-//	i:l:<docID>             field lengths, static rank, host of a flushed live doc
+//	i:l:<docID>             field lengths, static rank, host, script of a flushed live doc
 //	i:x:<docID>             tombstone of a deleted or replaced doc
 //	i:a:<url>               anchor texts received from other pages (may precede the page)
 //	i:q:<url>               re-index request (anchors changed for a stored page)
@@ -106,9 +108,17 @@
 // pages are fetched, and without that budget re-indexing doubled the
 // indexing work of a 100,000-page crawl.
 //
-// A re-index reads and analyses its pages on all cores without the writer
-// lock (Puts go on meanwhile) and writes the stored compressed record and
-// raw body again as they are, since only the anchors changed; under the
+// A re-index reads its pages on all cores without the writer lock (Puts
+// go on meanwhile) and writes the stored compressed record and raw body
+// again as they are, since only the anchors changed. It does not analyse
+// a page again when the form cache (forms.go, Options.FormCacheBytes, off
+// by default, LRU by bytes, in memory only) holds the page's analysed
+// form for its current docID: the tokens kept for the title and for the fields after
+// the anchors, with positions relative to each part. Anchors sit between
+// the two parts in the position space, so analysing the new anchors and
+// shifting the rest by where they end gives exactly the postings a full
+// analysis would (TestReplayFormMatchesAnalysis); a page without a cached
+// form (evicted, or stored before this process) is analysed. Under the
 // lock each page is put only if its docID and anchors are still those it
 // was analysed with (else it is analysed again there). AddAnchorsBatch
 // merges a page's links' anchors under anchorMu, not the writer lock (a
@@ -121,7 +131,7 @@
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at
 // the end. In memory the index keeps per docID the field lengths, static
-// rank and host (about 50 bytes/doc), a tombstone bitset, per-host doc
+// rank, host and Chinese script (Reader.Script, about 50 bytes/doc), a tombstone bitset, per-host doc
 // counts and field length sums (statistics restricted to owned hosts in
 // O(hosts)), and the largest static rank (the engine's static bound).
 //
@@ -142,7 +152,8 @@
 //
 // Put analyzes the page on the caller's goroutine (pooled scratch: one
 // map and a few slices reused per page), groups each term's positions and
-// encodes them, then, under the writer lock, appends them to the pending
+// encodes them (and, with the form cache on, keeps the page's analysed
+// form for a later re-index, above), then, under the writer lock, appends them to the pending
 // index: an in-memory inverted index of the pages stored since the last
 // flush, one varint byte buffer per term (docID gap, field mask, TFs,
 // position gaps; about 4 bytes per posting, a tenth of the per-page term

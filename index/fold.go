@@ -56,6 +56,27 @@ const (
 	scriptTraditional               // more Traditional-only characters
 )
 
+// Script is the Chinese script a text is written in, as Analyzer.Script
+// and Reader.Script tell it: ScriptUnknown for text without a telling
+// character (English, or a short Chinese word both scripts write alike).
+type Script uint8
+
+// The scripts, numbered as script is.
+const (
+	ScriptUnknown Script = iota
+	ScriptSimplified
+	ScriptTraditional
+)
+
+// Script tells the script of text (of a query: a page's is its body's,
+// else its title's), decided as folding decides it.
+func (a *Analyzer) Script(text string) Script {
+	if a.fold == nil {
+		return ScriptUnknown
+	}
+	return Script(a.fold.scriptOf(text))
+}
+
 func newFolder(tables fs.FS) (*folder, error) {
 	f := &folder{variants: newFoldPass(), chars: newFoldPass(), vocabulary: newFoldPass(), class: make([]int8, foldRootRunes)}
 	fold := func(s string) string {

@@ -47,13 +47,22 @@ type Options struct {
 	// (measured: 55 pages/s crawl + index against 1,179 crawl alone).
 	// Flush and Close re-index everything. 0 = default (30 s).
 	ReindexDelay time.Duration
+	// FormCacheBytes bounds the cache of recently indexed pages'
+	// analysed forms (analysedForm), which spares a re-index for new
+	// anchor text the page's own analysis (0 or negative = off, the
+	// default). It pays only when it holds the pages put since the
+	// oldest re-index is due (ReindexDelay and the re-index budget's
+	// backlog, at the crawl's rate): measured in BENCHMARKS.md,
+	// "Re-indexing from analysed forms".
+	FormCacheBytes int
 	// Analyzer turns text into terms (nil = LoadAnalyzer()). An index
 	// built with another analyzer version is re-indexed by Open.
 	Analyzer *Analyzer
 }
 
 // DefaultOptions suits a crawler node: flush every 2,000 pages or second,
-// or at 64 MiB of buffered postings; 16 MiB of tail-block cache.
+// or at 64 MiB of buffered postings; 16 MiB of tail-block cache; no
+// cache of analysed forms.
 func DefaultOptions() Options {
 	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20,
 		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20, ReindexDelay: 30 * time.Second}
@@ -68,6 +77,9 @@ type Stats struct {
 	AvgFieldLen   [NumFields]float64
 	Pending       int    // documents stored (or re-indexed for new anchors) but not yet searchable
 	NextDocID     uint32 // docIDs allocated so far
+	// Re-indexes for new anchors that replayed the page's analysed form,
+	// and those that found none and analysed the page (since Open).
+	ReindexFormHits, ReindexFormMisses uint64
 }
 
 // Index is one node's shard: page store and positional postings in the
@@ -98,8 +110,9 @@ type Index struct {
 	closed         bool
 	splits         int        // flushes written in more than one Badger transaction
 	tails          *tailCache // flusher only (under flushMu)
-	docPool        sync.Pool  // *docPostings scratch for analysis
-	recBufs        sync.Pool  // *[]byte buffers for decompressing page records
+	forms          *formCache
+	docPool        sync.Pool // *docPostings scratch for analysis
+	recBufs        sync.Pool // *[]byte buffers for decompressing page records
 	// commitHook, when set (tests only), runs before each postings
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error
@@ -171,6 +184,9 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	if opts.TailCacheBytes > 0 {
 		ix.tails = newTailCache(opts.TailCacheBytes)
+	}
+	if opts.FormCacheBytes > 0 {
+		ix.forms = newFormCache(opts.FormCacheBytes)
 	}
 	if err := ix.checkAnalyzer(); err != nil {
 		return nil, err
@@ -488,6 +504,7 @@ func (ix *Index) Stats() Stats {
 	st, pend := ix.pub, ix.pubPend
 	ix.metaMu.RUnlock()
 	s := Stats{Docs: st.Docs, Terms: st.Terms, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc}
+	s.ReindexFormHits, s.ReindexFormMisses = ix.forms.counts()
 	for f := range NumFields {
 		if st.Docs > 0 {
 			s.AvgFieldLen[f] = float64(st.LenSum[f]) / float64(st.Docs)
@@ -514,38 +531,108 @@ func urlText(u string) string {
 const fieldGap = 16
 
 // analyzeDoc turns a document into per-term field TFs and positions. The
-// result is pooled scratch: hand it back with releaseDoc.
+// result is pooled scratch: hand it back with releaseDoc. It also notes
+// where its parts end (docPostings.parts), from which formOf builds the
+// page's analysed form.
 func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
+	dp := ix.newDocPostings(d)
+	dp.page = ix.an.pageScript(d.Title, d.Body)
+	dp.meta.script = dp.page
+	base := ix.analyzeField(dp, FieldTitle, d.Title, 0)
+	dp.parts.titleEnd, dp.parts.titleSpan = len(dp.occTerm), base
+	base = ix.analyzeAnchors(dp, anchors, base)
+	for _, h := range d.Headings {
+		base = ix.analyzeField(dp, FieldHeading, h, base)
+	}
+	dp.parts.bodyFrom = len(dp.occTerm)
+	base = ix.analyzeField(dp, FieldBody, d.Body, base)
+	dp.parts.urlFrom = len(dp.occTerm)
+	ix.analyzeField(dp, FieldURL, urlText(d.URL), base)
+	dp.encode()
+	return dp
+}
+
+// replayForm is analyzeDoc for a page whose analysed form is known: the
+// anchors are analysed, the rest is the form's tokens. d supplies the
+// static rank and host only.
+func (ix *Index) replayForm(d *Document, f *analysedForm, anchors []string) (*docPostings, error) {
+	dp := ix.newDocPostings(d)
+	dp.page = f.page
+	dp.meta.script = f.page
+	r := byteReader{b: f.toks}
+	next := func() (string, uint32, error) {
+		t, ok := f.term(uint64(r.uvarint()))
+		p := r.uvarint()
+		if r.err != nil || !ok {
+			return "", 0, errCorrupt
+		}
+		return t, p, nil
+	}
+	fail := func() (*docPostings, error) {
+		ix.releaseDoc(dp)
+		return nil, fmt.Errorf("index: analysed form of %q: %w", truncUTF8(d.URL, 100), errCorrupt)
+	}
+	pos := uint32(0)
+	for range f.titleToks {
+		t, gap, err := next()
+		if err != nil {
+			return fail()
+		}
+		pos += gap
+		dp.token(t, FieldTitle, pos)
+	}
+	dp.parts.titleEnd, dp.parts.titleSpan = len(dp.occTerm), f.titleSpan
+	pos = ix.analyzeAnchors(dp, anchors, f.titleSpan)
+	for k := f.titleToks; k < f.nToks; k++ {
+		t, gap, err := next()
+		if err != nil {
+			return fail()
+		}
+		field := FieldHeading
+		switch {
+		case k >= f.urlFrom:
+			field = FieldURL
+		case k >= f.bodyFrom:
+			field = FieldBody
+		}
+		pos += gap
+		dp.token(t, field, pos)
+	}
+	if r.off != len(r.b) {
+		return fail()
+	}
+	dp.parts.bodyFrom = dp.parts.anchorsEnd + f.bodyFrom - f.titleToks
+	dp.parts.urlFrom = dp.parts.anchorsEnd + f.urlFrom - f.titleToks
+	dp.encode()
+	return dp, nil
+}
+
+func (ix *Index) newDocPostings(d *Document) *docPostings {
 	dp, _ := ix.docPool.Get().(*docPostings)
 	if dp == nil {
 		dp = &docPostings{idx: make(map[string]int32, 256)}
+		dp.emit = dp.emitToken
 	}
 	dp.meta = docMeta{static: sanitizeRank(d.StaticRank), host: d.Host}
-	base := uint32(0)
-	var field int
-	maxPos := -1
-	emit := func(t span) {
-		if dp.token(t.term, field, base+uint32(t.pos)) {
-			maxPos = max(maxPos, t.pos)
-		}
-	}
-	page := ix.an.pageScript(d.Title, d.Body)
-	add := func(f int, text string) {
-		field, maxPos = f, -1
-		ix.an.run(text, false, false, page, emit)
-		base += uint32(maxPos+1) + fieldGap
-	}
-	add(FieldTitle, d.Title)
-	for _, a := range anchors {
-		add(FieldAnchor, a)
-	}
-	for _, h := range d.Headings {
-		add(FieldBody, h)
-	}
-	add(FieldBody, d.Body)
-	add(FieldURL, urlText(d.URL))
-	dp.encode()
 	return dp
+}
+
+// analyzeField adds text as field at position base and returns where the
+// next field starts.
+func (ix *Index) analyzeField(dp *docPostings, field int, text string, base uint32) uint32 {
+	dp.field, dp.base, dp.maxPos = field, base, -1
+	ix.an.run(text, false, false, dp.page, dp.emit)
+	return base + uint32(dp.maxPos+1) + fieldGap
+}
+
+// analyzeAnchors adds each anchor text as a field from base on and notes
+// where the anchors end (docPostings.parts).
+func (ix *Index) analyzeAnchors(dp *docPostings, anchors []string, base uint32) uint32 {
+	for _, a := range anchors {
+		base = ix.analyzeField(dp, FieldAnchor, a, base)
+	}
+	dp.parts.anchorsEnd, dp.parts.restBase = len(dp.occTerm), base
+	return base
 }
 
 // releaseDoc returns analysis scratch to the pool (not if a huge page made
@@ -655,6 +742,7 @@ type preparedDoc struct {
 	doc      *Document
 	anchors  []string // the anchors analysed with it
 	dp       *docPostings
+	form     *analysedForm // nil without a form cache
 	rec, raw []byte
 }
 
@@ -670,6 +758,9 @@ func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
 		return nil, err
 	}
 	p := &preparedDoc{doc: c, anchors: anchors, dp: ix.analyzeDoc(c, anchors), rec: appendStored(nil, c, ix.enc.EncodeAll)}
+	if ix.forms.wants(p.dp) {
+		p.form = formOf(p.dp)
+	}
 	if len(c.Raw) > 0 {
 		p.raw = ix.enc.EncodeAll(c.Raw, nil)
 	}
@@ -684,7 +775,7 @@ func (ix *Index) store(ctx context.Context, p *preparedDoc) error {
 		ix.mu.Unlock()
 		return ErrClosed
 	}
-	err := ix.putLocked(p.doc.URL, p.doc.Host, p.anchors, p.dp, p.rec, p.raw)
+	err := ix.putLocked(p.doc.URL, p.doc.Host, p.anchors, p.dp, p.form, p.rec, p.raw)
 	if err == nil {
 		ix.putsSinceFlush++
 	}
@@ -777,8 +868,9 @@ func (ix *Index) markDeleted(id uint32) {
 // putLocked stores a page analysed with anchors. If the page's recorded
 // anchors are no longer those (AddAnchorsBatch ran between the analysis
 // and now: it does not hold mu while it merges), the page is left waiting
-// for a re-index; otherwise any re-index request it had is settled.
-func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, rec, raw []byte) error {
+// for a re-index; otherwise any re-index request it had is settled. form
+// (nil: none) is the page's analysed form, kept for its re-index.
+func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, form *analysedForm, rec, raw []byte) error {
 	ns := ix.st
 	id := ns.NextDoc
 	if id == math.MaxUint32 {
@@ -853,6 +945,7 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, re
 		ix.pending = newPendingIndex(ix.pendingHint)
 	}
 	ix.pending.add(id, dp)
+	ix.forms.put(u, id, form)
 	ix.publish()
 	return nil
 }
@@ -893,6 +986,7 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 	ix.st = ns
 	ix.markDeleted(id)
 	delete(ix.reindex, u)
+	ix.forms.drop(u)
 	ix.publish()
 	return nil
 }

@@ -113,7 +113,19 @@ func doc(url, title, body string) *Document {
 }
 
 // searchDocs returns the URLs of live docs containing term.
-func searchDocs(t *testing.T, ix *Index, term string) []string {
+// searchDocs lists the live pages with the term that a query of word
+// searches for (word lowercased, stemmed, folded).
+func searchDocs(t *testing.T, ix *Index, word string) []string {
+	t.Helper()
+	toks := ix.Analyzer().AnalyzeQuery(word)
+	if len(toks) != 1 {
+		t.Fatalf("%q is %d terms", word, len(toks))
+	}
+	return termDocs(t, ix, toks[0].Term)
+}
+
+// termDocs lists the live pages with term, as the postings have it.
+func termDocs(t *testing.T, ix *Index, term string) []string {
 	t.Helper()
 	r := ix.NewReader()
 	defer r.Close()

@@ -16,6 +16,16 @@ type docPostings struct {
 	terms []string
 	enc   []byte
 	off   []uint32 // enc[off[i]:off[i+1]] is terms[i]'s encoding
+	// page is the page's script; parts says where its analysis's parts
+	// end (see formOf).
+	page  script
+	parts analysisParts
+	// The field being analysed, where it starts and its last kept
+	// position (-1: none yet); emit is emitToken, bound once per scratch.
+	field  int
+	base   uint32
+	maxPos int
+	emit   func(span)
 
 	// Analysis scratch, kept for reuse.
 	idx     map[string]int32
@@ -30,9 +40,16 @@ type docPostings struct {
 func (dp *docPostings) reset() {
 	clear(dp.terms) // drop references to the analyzed text
 	clear(dp.idx)
-	dp.meta = docMeta{}
+	dp.meta, dp.page, dp.parts = docMeta{}, 0, analysisParts{}
 	dp.terms, dp.enc, dp.off = dp.terms[:0], dp.enc[:0], dp.off[:0]
 	dp.tf, dp.lastPos, dp.occTerm, dp.occPos = dp.tf[:0], dp.lastPos[:0], dp.occTerm[:0], dp.occPos[:0]
+}
+
+// emitToken records a token of the field being analysed.
+func (dp *docPostings) emitToken(t span) {
+	if dp.token(t.term, dp.field, dp.base+uint32(t.pos)) {
+		dp.maxPos = max(dp.maxPos, t.pos)
+	}
 }
 
 // token records one analyzed token at document position p in field.

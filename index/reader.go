@@ -1,6 +1,7 @@
 package index
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
@@ -84,6 +85,9 @@ func (r *Reader) FieldLens(id uint32) [NumFields]uint32 { return r.metas[id].len
 // StaticRank returns the static rank of doc id as given to Put.
 func (r *Reader) StaticRank(id uint32) float64 { return r.metas[id].static }
 
+// Script returns the script doc id is written in.
+func (r *Reader) Script(id uint32) Script { return Script(r.metas[id].script) }
+
 // MaxStaticRank bounds the static rank of every doc in the view.
 func (r *Reader) MaxStaticRank() float64 { return r.maxRank }
 
@@ -119,6 +123,7 @@ func (r *Reader) RecordByURL(url string) (*PageRecord, error) {
 
 type rawBlock struct {
 	last     uint32
+	key      uint32 // the last docID in the block's key (tailKey for a term's tail)
 	hdr      BlockHeader
 	from, to int // in Postings.arena
 }
@@ -126,7 +131,9 @@ type rawBlock struct {
 // Postings is a cursor over one term's postings list. Blocks are read as
 // encoded bytes; a block's docIDs and TFs are decoded only when the cursor
 // enters it, and positions only when asked for, so block-max pruning can
-// skip blocks without decoding them.
+// skip blocks without decoding them. A cursor opened without positions
+// reads a block's positions from the store the first time Positions asks
+// for one of its docs.
 type Postings struct {
 	Term string
 	// DF counts documents in the list (tombstoned ones not yet purged included).
@@ -142,13 +149,18 @@ type Postings struct {
 	i      int
 	doc    uint32
 	err    error
+	// withPos says the arena holds positions; otherwise posBlock is the
+	// block whose positions blk holds (read through txn), -1 if none.
+	withPos  bool
+	posBlock int
+	txn      *badger.Txn
 }
 
 // Postings opens the postings of term (an empty cursor if the term is
 // unknown). Positions are read only when withPositions is set (phrases);
 // they are most of a list's bytes.
 func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
-	p := &Postings{Term: term, dec: -1, doc: NoMoreDocs}
+	p := &Postings{Term: term, dec: -1, doc: NoMoreDocs, withPos: withPositions, posBlock: -1, txn: r.txn}
 	if r.it == nil {
 		r.it = r.txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixPostings)})
 	}
@@ -176,6 +188,7 @@ func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
 		}
 		b.to = len(p.arena)
 		b.last = b.hdr.LastDoc
+		b.key = binary.BigEndian.Uint32(k[len(kp):])
 		if n := len(p.blocks); n > 0 && b.last <= p.blocks[n-1].last {
 			return nil, fmt.Errorf("index: postings of %q: blocks out of order", term)
 		}
@@ -259,8 +272,39 @@ func (p *Postings) Next() uint32 {
 // TF returns the current doc's per-field term frequencies.
 func (p *Postings) TF() [NumFields]uint32 { return p.blk.tfs[p.i] }
 
-// Positions appends the current doc's positions to dst (the cursor must
-// have been opened withPositions).
+// Positions appends the current doc's positions to dst. A cursor opened
+// without positions reads the current block's from the store once.
 func (p *Postings) Positions(dst []uint32) ([]uint32, error) {
+	if !p.withPos && p.posBlock != p.dec {
+		if err := p.loadPositions(); err != nil {
+			return dst, err
+		}
+	}
 	return p.blk.positions(p.i, dst)
+}
+
+// loadPositions reads the decoded block again, whole, from the reader's
+// snapshot and keeps its positions section.
+func (p *Postings) loadPositions() error {
+	if p.dec < 0 || p.dec >= len(p.blocks) {
+		return fmt.Errorf("index: positions of %q: no current block", p.Term)
+	}
+	b := &p.blocks[p.dec]
+	item, err := p.txn.Get(blockKey(nil, p.Term, b.key))
+	if err != nil {
+		return fmt.Errorf("index: positions of %q: %w", p.Term, err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return fmt.Errorf("index: positions of %q: %w", p.Term, err)
+	}
+	var h BlockHeader
+	off, err := decodeHeader(v, &h)
+	if err != nil || h.LastDoc != b.hdr.LastDoc || h.N != b.hdr.N || h.docBytes != b.hdr.docBytes {
+		return fmt.Errorf("index: positions of %q: %w", p.Term, errCorrupt)
+	}
+	p.blk.posRaw = v[off+h.docBytes:]
+	p.blk.posAt = p.blk.posAt[:0]
+	p.posBlock = p.dec
+	return nil
 }

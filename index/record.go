@@ -308,6 +308,7 @@ type docMeta struct {
 	lens   [NumFields]uint32
 	static float64
 	host   string
+	script script // the page's (pageScript)
 }
 
 func encodeMeta(m *docMeta) []byte {
@@ -317,6 +318,7 @@ func encodeMeta(m *docMeta) []byte {
 	}
 	w.u64(math.Float64bits(m.static))
 	w.str(m.host)
+	w.u64(uint64(m.script))
 	return w.b
 }
 
@@ -327,6 +329,7 @@ func decodeMeta(b []byte, m *docMeta) error {
 	}
 	m.static = math.Float64frombits(r.u64())
 	m.host = r.str()
+	m.script = script(min(r.u64(), uint64(scriptTraditional)))
 	if r.err != nil {
 		return fmt.Errorf("decode doc meta: %w", r.err)
 	}

@@ -93,7 +93,8 @@ type reindexed struct {
 	anchors  []string
 	host     string
 	dp       *docPostings
-	rec, raw []byte // the stored values (compressed), written again as they are
+	form     *analysedForm // the page's analysed form, nil without a form cache
+	rec, raw []byte        // the stored values (compressed), written again as they are
 	err      error
 }
 
@@ -104,7 +105,9 @@ func (r *reindexed) release(ix *Index) {
 	}
 }
 
-// loadForReindex reads the page at u and analyses it with its anchors.
+// loadForReindex reads the page at u and analyses it with its anchors:
+// from its analysed form when the form cache has it, so that only the
+// anchors are analysed.
 func (ix *Index) loadForReindex(u string) reindexed {
 	r := reindexed{url: u}
 	var doc Document
@@ -139,9 +142,19 @@ func (ix *Index) loadForReindex(u string) reindexed {
 		r.err = fmt.Errorf("index: re-index %q: %w", u, err)
 		return r
 	}
-	if r.found {
-		r.host = doc.Host
-		r.dp = ix.analyzeDoc(&doc, r.anchors)
+	if !r.found {
+		return r
+	}
+	r.host = doc.Host
+	if r.form = ix.forms.get(u, r.id); r.form != nil {
+		if r.dp, err = ix.replayForm(&doc, r.form, r.anchors); err == nil {
+			return r
+		}
+		ix.log.Error("index: re-index: analysing the page again", "url", u, "err", err)
+	}
+	r.dp = ix.analyzeDoc(&doc, r.anchors)
+	if ix.forms.wants(r.dp) {
+		r.form = formOf(r.dp)
 	}
 	return r
 }
@@ -179,7 +192,7 @@ func (ix *Index) applyReindexLocked(r *reindexed) error {
 		delete(ix.reindex, r.url)
 		return ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + r.url)) })
 	}
-	return ix.putLocked(r.url, r.host, r.anchors, r.dp, r.rec, r.raw)
+	return ix.putLocked(r.url, r.host, r.anchors, r.dp, r.form, r.rec, r.raw)
 }
 
 // inWindows calls prepare(i) for every i in [0, n) on up to GOMAXPROCS

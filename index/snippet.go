@@ -64,6 +64,7 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 	}
 	var occ []occurrence
 	addAll := func(hay, term string, ti int, index func(s, t string) int) {
+		term = stemPrefix(term)
 		for off, n := 0, 0; n < maxOccurrences; n++ {
 			i := index(hay[off:], term)
 			if i < 0 {
@@ -147,6 +148,16 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 		}
 	}
 	return renderSnippet(text, lo, hi, set, page)
+}
+
+// stemPrefix is what a byte search looks for to find the words a term
+// stands for: the term, but for a stem that ends in an i that its words
+// may spell y (galleri: gallery, galleries), that i dropped.
+func stemPrefix(term string) string {
+	if n := len(term); n > minStemBytes && term[n-1] == 'i' && isLowerASCII(term) {
+		return term[:n-1]
+	}
+	return term
 }
 
 // allFound reports whether occ holds every term of set.

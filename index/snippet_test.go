@@ -9,6 +9,19 @@ import (
 	"unicode/utf8"
 )
 
+// queryTerms is what a query of words searches for: each word's terms
+// (lowercased, stemmed, segmented).
+func queryTerms(t *testing.T, words ...string) []string {
+	t.Helper()
+	var out []string
+	for _, w := range words {
+		for _, tok := range SharedAnalyzer().AnalyzeQuery(w) {
+			out = append(out, tok.Term)
+		}
+	}
+	return out
+}
+
 func TestSnippet(t *testing.T) {
 	long := strings.Repeat("无关的内容填充文字。", 40)
 	tests := []struct {
@@ -36,6 +49,8 @@ func TestSnippet(t *testing.T) {
 		{name: "traditional page, simplified terms", text: strings.Repeat("這是無關的內容。", 20) + "請開啟檔案並變更設定。" + strings.Repeat("這是無關的內容。", 20),
 			terms: []string{"文件", "设置"}, maxRunes: 30,
 			want: []string{"<b>檔案</b>", "<b>設定</b>"}},
+		{name: "a stem that is not a prefix of its word", text: long + "Open the Gallery." + long, terms: []string{"galleries"}, maxRunes: 30,
+			want: []string{"<b>Gallery</b>"}},
 		{name: "no match gives the start", text: "hello world " + long, terms: []string{"zzz"}, maxRunes: 20,
 			want: []string{"hello world"}},
 		{name: "whitespace collapsed", text: "a\n\n\t  b term", terms: []string{"term"}, maxRunes: 50,
@@ -43,7 +58,7 @@ func TestSnippet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Snippet(tc.text, tc.terms, tc.maxRunes)
+			got := Snippet(tc.text, queryTerms(t, tc.terms...), tc.maxRunes)
 			if !utf8.ValidString(got) {
 				t.Fatalf("invalid UTF-8: %q", got)
 			}
@@ -119,7 +134,7 @@ func TestCachedHTML(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := CachedHTML(tc.rec, tc.terms)
+			out, err := CachedHTML(tc.rec, queryTerms(t, tc.terms...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -94,9 +94,9 @@ func TestOpenReindexesOtherAnalyzerVersion(t *testing.T) {
 				{"设置", []string{"http://cn.test/1", "http://tw.test/1"}},
 				{"宏", []string{"http://tw.test/2"}},
 				{"file", []string{"http://en.test/1"}},
-				{"deleted", nil},
+				{"gone", nil},
 			} {
-				if got := searchDocs(t, ix, tc.term); !slices.Equal(got, tc.want) {
+				if got := termDocs(t, ix, tc.term); !slices.Equal(got, tc.want) {
 					t.Errorf("%q: got %v, want %v", tc.term, got, tc.want)
 				}
 			}

@@ -320,6 +320,10 @@ type Status struct {
 	// HandoffRefused counts pages, fetch markers and host exports refused
 	// because neither this node nor the sending peer holds their host.
 	HandoffRefused int64 `json:"handoff_refused"`
+	// HandoffAbandoned counts hosts this node gave up handing off because
+	// their owner kept refusing them from this node (placement's
+	// HandoffGiveUp); their queued URLs went to the owner as links.
+	HandoffAbandoned int64 `json:"handoff_abandoned"`
 	// Placement counts where this node's hosts stand (placement.Summary).
 	Placement placement.Summary `json:"placement"`
 	// DiskFree is the free space under the data directory at the last
@@ -338,9 +342,10 @@ func (n *Node) Status(ctx context.Context) Status {
 		Crawl: n.crawler.Stats(), Index: n.ix.Stats(), Outbox: n.net.OutboxDepth(),
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
 		HandoffPages: n.place.sent.Load(), HandoffReceived: n.place.received.Load(),
-		HandoffRefused: n.place.refused.Load(),
-		Placement:      n.place.summary(ctx),
-		DiskFree:       n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
+		HandoffRefused:   n.place.refused.Load(),
+		HandoffAbandoned: n.place.abandoned.Load(),
+		Placement:        n.place.summary(ctx),
+		DiskFree:         n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}
 	key := p2p.PeerKey(n.net.ID())
 	s.KeyPrefix = hex.EncodeToString(key[:4])

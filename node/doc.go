@@ -28,14 +28,19 @@
 // from a member closer to the host than this node and among its R closest
 // (the owner; a replica cannot write to its owner), or from a member this
 // node asked in a pull; handoffs and manifests only from a founder of this
-// node's view (a member met while it joined) among the R closest of those
-// to the host, to a node among the R+1 closest; pulls only from one of the
+// node's view (a member met while it joined, in this run or an earlier
+// one: kept in Badger) among the R closest of those to the host, to a
+// node among the R+1 closest; pulls only from one of the
 // R closest; URL records (urlsFrom) only as links found on a host the
 // sender crawls, as relayed records from a member near the host, or as
 // seeds within a per-member budget. What is refused is counted
 // (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded
-// rate. What this cannot stop is a member's word about hosts it holds
-// itself: RELIABILITY.md says what one member can still do.
+// rate. A sender whose handoff of a host its owner keeps refusing (for
+// placement's HandoffGiveUp: ten membership timeouts, at least 30 s)
+// abandons the host (Status.HandoffAbandoned), passing its queued URLs to
+// the owner as links: the owner crawls it on its own. What
+// this cannot stop is a member's word about hosts it holds itself:
+// RELIABILITY.md says what one member can still do.
 //
 // Durability of what peers deliver: with --sync acked (the default) the
 // node syncs Badger's logs before it acknowledges a replica, handoff or

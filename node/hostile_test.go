@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/gob"
+	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"sou/index"
 	"sou/node/peermsg"
 	"sou/p2p"
+	"sou/placement"
 	"sou/testnet/attack"
 )
 
@@ -300,4 +303,66 @@ func memberIDs(n *Node) []peer.ID {
 		ids = append(ids, m.ID)
 	}
 	return ids
+}
+
+// TestRefusedHandoffAbandoned: a host whose owner keeps refusing its
+// handoff (here: the sender is no founder of the owner's view) is
+// abandoned after HandoffGiveUp, so the sender does not stay busy with it
+// forever; before that, it is kept and retried.
+func TestRefusedHandoffAbandoned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two nodes")
+	}
+	ctx := context.Background()
+	a, _ := runNode(t, testConfig(t), WithPlacementConfig(func(c *placement.Config) { c.HandoffGiveUp, c.Drain = 3*time.Second, time.Second }))
+	// a crawls hosts alone (it takes them over), some of which b will own.
+	var found []crawl.Discovered
+	for i := range 16 {
+		h := fmt.Sprintf("abandoned-%d.example", i)
+		found = append(found, crawl.Discovered{URL: "http://" + h + "/page.html", SourceHost: h})
+	}
+	if err := a.crawler.Add(ctx, found); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a to crawl its hosts", func() bool { return a.place.summary(ctx).Crawled == len(found) })
+	cfgB := testConfig(t)
+	cfgB.Bootstrap = bootstrapAddrs(a)
+	b, _ := runNode(t, cfgB)
+	waitFor(t, 30*time.Second, "b to meet a", func() bool { return b.place.summary(ctx).Members == 2 })
+	// b forgets that a was there when it joined: a may not hand it hosts.
+	if err := b.place.do(ctx, func() { b.place.m.ForgetFounders() }); err != nil {
+		t.Fatal(err)
+	}
+	waitMembers(t, 2, a)
+	var moved []string
+	for _, d := range found {
+		if h := hostOf(d.URL); a.net.Owner(h) == b.net.ID() {
+			moved = append(moved, h)
+		}
+	}
+	if len(moved) == 0 {
+		t.Fatal("no host moves to b")
+	}
+	holds := func(host string) bool {
+		hosts, err := a.crawler.Hosts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(hosts, host)
+	}
+	waitFor(t, 30*time.Second, "a refused handoff", func() bool { return b.place.refused.Load() > 0 })
+	if a.place.abandoned.Load() != 0 || !holds(moved[0]) {
+		t.Fatal("abandoned at the first refusal")
+	}
+	waitFor(t, 60*time.Second, "the hosts refused for longer than HandoffGiveUp to be abandoned", func() bool {
+		return a.place.abandoned.Load() == int64(len(moved))
+	})
+	for _, h := range moved {
+		if holds(h) {
+			t.Fatalf("the abandoned host %s is still in the sender's crawl state", h)
+		}
+	}
+	if st := a.Status(ctx); st.HandoffAbandoned != int64(len(moved)) {
+		t.Fatalf("status counts %d abandoned hosts, want %d", st.HandoffAbandoned, len(moved))
+	}
 }

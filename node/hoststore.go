@@ -24,6 +24,7 @@ import (
 // crawler's state, and these Badger keys:
 //
 //   - "n:m/<peer ID>": a member of the view (placement.Saved.Members).
+//   - "n:founder/<peer ID>": a founder (placement.Saved.Founders).
 //   - "n:h/<host>" -> role byte: placement.Saved.Hosts ("n:r/<host>",
 //     a replica host of an earlier version, is read as Replica).
 //   - "n:f/<host>\x00<url>": a URL the host's owner settled without a
@@ -43,6 +44,7 @@ type hostData struct {
 
 const (
 	prefixMember        = "n:m/"
+	prefixFounder       = "n:founder/"
 	prefixHostRole      = "n:h/"
 	prefixLegacyReplica = "n:r/"
 	prefixFetchedMarker = "n:f/"
@@ -76,7 +78,7 @@ func hostKey(prefix, host, u string) []byte { return []byte(prefix + host + "\x0
 func (s *hostData) saved() (placement.Saved, error) {
 	out := placement.Saved{Hosts: map[string]placement.Role{}}
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, prefix := range []string{prefixMember, prefixLegacyReplica, prefixHostRole} {
+		for _, prefix := range []string{prefixMember, prefixFounder, prefixLegacyReplica, prefixHostRole} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix)})
 			for it.Rewind(); it.Valid(); it.Next() {
 				key := string(it.Item().Key()[len(prefix):])
@@ -84,6 +86,10 @@ func (s *hostData) saved() (placement.Saved, error) {
 				case prefixMember:
 					if id, err := peer.Decode(key); err == nil {
 						out.Members = append(out.Members, id)
+					}
+				case prefixFounder:
+					if id, err := peer.Decode(key); err == nil {
+						out.Founders = append(out.Founders, id)
 					}
 				case prefixLegacyReplica:
 					out.Hosts[key] = placement.Replica
@@ -115,6 +121,8 @@ func (s *hostData) save(a placement.Action) error {
 				return txn.Set([]byte(prefixMember+a.Peer.String()), nil)
 			}
 			return txn.Delete([]byte(prefixMember + a.Peer.String()))
+		case placement.SaveFounder:
+			return txn.Set([]byte(prefixFounder+a.Peer.String()), nil)
 		case placement.SaveHost:
 			if err := txn.Delete([]byte(prefixLegacyReplica + a.Host)); err != nil {
 				return err

@@ -291,9 +291,10 @@ func putPage(t *testing.T, n *Node, doc *index.Document) {
 	}
 }
 
-// forgeAnswer rewrites the snippets and titles of a shard answer (search's
-// JSON wire: {"v":2,"a":ANALYZER,"r":{...}} for candidates, with "sn":{...}
-// for snippets).
+// forgeAnswer rewrites the titles of a shard answer's candidates and the
+// snippets of its snippet answer (search's JSON wire: {"v":4,"a":ANALYZER,
+// "r":{...}} for candidates, which carry no snippet, {"v":4,"a":ANALYZER,
+// "sn":{...}} for snippets).
 func forgeAnswer(b []byte, snippet, title string) ([]byte, error) {
 	var w struct {
 		V  int                 `json:"v"`
@@ -306,7 +307,6 @@ func forgeAnswer(b []byte, snippet, title string) ([]byte, error) {
 	}
 	if w.R != nil {
 		for i := range w.R.Candidates {
-			w.R.Candidates[i].Snippet, w.R.Candidates[i].NoSnippet = snippet, false
 			w.R.Candidates[i].Title = title
 		}
 	}

@@ -147,6 +147,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	pl := placement.DefaultConfig(n.net.ID(), pcfg.Replicas, &keyspace{}, len(cfg.Bootstrap) > 0, pcfg.MemberTimeout)
 	pl.Drain = ccfg.Fetch.TotalTimeout + time.Second
 	pl.WaitMax = ReplicaWaitMax
+	if o.placeTune != nil {
+		o.placeTune(&pl)
+	}
 	n.place, err = newPlacer(pl, n.net, n.data, log.With("component", "placement"), n.errs)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -61,5 +63,53 @@ func TestPlacementStateSurvivesRestart(t *testing.T) {
 	}
 	if saved, err = n.data.saved(); err != nil || saved.Hosts["old.test"] != placement.Crawled {
 		t.Fatalf("a legacy replica host made crawled: %v, %v", saved.Hosts["old.test"], err)
+	}
+}
+
+// TestFoundersSurviveRestart: a member met while this node joined may
+// still hand it hosts after this node restarts, though it is not met
+// again in the new run's first minutes (it may be restarting itself).
+func TestFoundersSurviveRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two nodes")
+	}
+	ctx := context.Background()
+	a, _ := runNode(t, testConfig(t))
+	cfgB := testConfig(t)
+	cfgB.Bootstrap = bootstrapAddrs(a)
+	b, _, stop := startNode(t, cfgB)
+	waitMembers(t, 2, a, b)
+	founder := func(n *Node) bool {
+		saved, err := n.data.saved()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(saved.Founders, a.net.ID())
+	}
+	waitFor(t, 10*time.Second, "the member met while joining to be saved as a founder", func() bool { return founder(b) })
+	stop()
+	cfgB.Bootstrap = nil
+	again, _ := newHandlerNode(t, cfgB)
+	if !founder(again) {
+		t.Fatal("founder forgotten across a restart")
+	}
+	// The restarted node meets another member first and a only after its
+	// first ManifestWait: a may still hand it hosts.
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ask(ctx, again.place, false, func(m *placement.Machine) bool {
+		now := time.Now()
+		m.Step(now, placement.Joined{Peer: other})
+		later := now.Add(time.Minute)
+		m.Step(later, placement.Joined{Peer: a.net.ID()})
+		return m.Allowed(later, placement.KindHandoff, a.net.ID(), "any.example")
+	}) {
+		t.Fatal("a founder of the last run may not hand hosts after a restart")
 	}
 }

@@ -58,8 +58,10 @@ type placer struct {
 	mailSignal chan struct{}
 	items      itemBuffer
 
-	sent, received, refused atomic.Int64 // handed-off pages, handed-in pages, refused items
-	refusalLog              *rate.Limiter
+	// handed-off pages, handed-in pages, refused items; hosts abandoned
+	// after their owner kept refusing them
+	sent, received, refused, abandoned atomic.Int64
+	refusalLog                         *rate.Limiter
 }
 
 // messenger is the network as placement's actions use it (*p2p.Node).
@@ -300,7 +302,7 @@ func (p *placer) step(ev placement.Event) {
 // that steps their outcome.
 func (p *placer) act(ctx context.Context, a placement.Action) {
 	switch a := a.(type) {
-	case placement.SaveMember, placement.SaveHost:
+	case placement.SaveMember, placement.SaveFounder, placement.SaveHost:
 		if err := p.store.save(a); err != nil {
 			p.errs.add("save placement state", err)
 		}
@@ -336,7 +338,14 @@ func (p *placer) act(ctx context.Context, a placement.Action) {
 	case placement.Abandon:
 		p.goWork(ctx, func(ctx context.Context) placement.Event {
 			err := p.store.abandon(ctx, p.net, a.Host)
-			p.log.Info("gave up a host its owner does not take from this node", "host", a.Host, "err", err)
+			if a.Refused {
+				if err == nil {
+					p.abandoned.Add(1)
+				}
+				p.log.Warn("host abandoned: its owner refused the handoff", "host", a.Host, "err", err)
+			} else {
+				p.log.Info("gave up a host never crawled here", "host", a.Host, "err", err)
+			}
 			return placement.HandedOff{Host: a.Host, Err: err}
 		})
 	case placement.ForgetHost:

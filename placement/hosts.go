@@ -50,9 +50,14 @@ type hostTable struct {
 	// swept is when the last full pass over the crawler's hosts ran.
 	swept time.Time
 	// refused are the hosts whose owner refused their handoff: since
-	// when. A member that restarted after its host was taken over holds
-	// crawl state its owner takes from founders only; it gives up once
-	// the views had ManifestWait to agree.
+	// when. A member that crawled a host under a view that lacked
+	// members (one that just restarted, say) holds crawl state its owner
+	// takes from founders only; it gives up after HandoffGiveUp, when
+	// the views have long agreed and the refusal is for good. The owner
+	// then crawls the host on its own, with the URLs queued for it here.
+	// Other failures (an owner that cannot take data in now, an
+	// unreachable one) are retried without end: giving up would lose
+	// crawl state the owner never had.
 	refused map[string]time.Time
 }
 
@@ -201,9 +206,9 @@ func (m *Machine) handedOff(ev HandedOff) {
 		since, ok := t.refused[ev.Host]
 		if !ok {
 			t.refused[ev.Host] = m.now
-		} else if m.now.Sub(since) >= m.cfg.ManifestWait {
+		} else if m.now.Sub(since) >= m.cfg.HandoffGiveUp {
 			t.handing = ev.Host
-			m.emit(Abandon{Host: ev.Host})
+			m.emit(Abandon{Host: ev.Host, Refused: true})
 			return
 		}
 	}

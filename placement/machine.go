@@ -59,6 +59,9 @@ type Config struct {
 	// asks for what they hold of it; PullParallel how many hosts are
 	// pulled at once.
 	PullPeers, PullParallel int
+	// HandoffGiveUp is how long an owner may keep refusing a host's
+	// handoff from this node before this node abandons the host (hostTable).
+	HandoffGiveUp time.Duration
 }
 
 // DefaultConfig is the placement of a node with memberTimeout as its
@@ -74,15 +77,20 @@ func DefaultConfig(self peer.ID, r int, space Keyspace, joining bool, memberTime
 		// closest members of the full membership; with R = 2 two faults
 		// deep is four.
 		PullPeers: 4, PullParallel: 8,
+		// Ten membership timeouts: the views have long agreed by then, so
+		// the refusal is for good.
+		HandoffGiveUp: max(30*time.Second, 10*memberTimeout),
 	}
 }
 
 // Saved is what a machine keeps across restarts: the members it knew
-// (those that left, until their Grace ends) and the role of each host. The caller keeps it current from SaveMember and
-// SaveHost and hands it to New.
+// (those that left, until their Grace ends), its founders (settling) and
+// the role of each host. The caller keeps it current from SaveMember,
+// SaveFounder and SaveHost and hands it to New.
 type Saved struct {
-	Members []peer.ID
-	Hosts   map[string]Role
+	Members  []peer.ID
+	Founders []peer.ID
+	Hosts    map[string]Role
 }
 
 // Role is what this node does with a host.
@@ -141,6 +149,11 @@ func New(cfg Config, saved Saved, now time.Time) *Machine {
 	for _, p := range saved.Members {
 		if p != cfg.Self {
 			m.unseen[p] = true
+		}
+	}
+	for _, p := range saved.Founders {
+		if p != cfg.Self {
+			m.settle.founders[p] = true
 		}
 	}
 	for h, r := range saved.Hosts {
@@ -246,7 +259,9 @@ func (m *Machine) joined(p peer.ID, holding []peer.ID) {
 	delete(m.repl.left, p)
 	m.setView()
 	m.emit(SaveMember{Peer: p, In: true})
-	m.settle.joined(m.cfg, m.others(), holding, m.now)
+	for _, f := range m.settle.joined(m.cfg, m.others(), holding, m.now) {
+		m.emit(SaveFounder{Peer: f})
+	}
 	m.sendManifest(p)
 }
 

@@ -160,10 +160,18 @@ func TestHandoff(t *testing.T) {
 		t.Fatalf("a refused handoff is tried again: %v", h)
 	}
 	m.Step(at(60), HandedOff{Host: second, To: joiner, Err: errors.New("refused"), Refused: true})
-	if a := ready[Abandon](m); len(a) != 1 || a[0].Host != second {
-		t.Fatalf("a handoff refused for ManifestWait is abandoned: %v", a)
+	if a := ready[Abandon](m); len(a) != 0 {
+		t.Fatalf("abandoned %v before HandoffGiveUp", a)
 	}
-	if m.MayCrawl(at(60), stays) || m.MayCrawl(at(60), goes) {
+	m.Step(at(65), Hosts{Hosts: []string{second}})
+	if h := ready[HandOff](m); len(h) != 1 {
+		t.Fatalf("a refused handoff is tried again: %v", h)
+	}
+	m.Step(at(70), HandedOff{Host: second, To: joiner, Err: errors.New("refused"), Refused: true})
+	if a := ready[Abandon](m); len(a) != 1 || a[0].Host != second || !a[0].Refused {
+		t.Fatalf("a handoff refused for HandoffGiveUp is abandoned: %v", a)
+	}
+	if m.MayCrawl(at(70), stays) || m.MayCrawl(at(70), goes) {
 		t.Fatal("a host handed off may be crawled")
 	}
 }
@@ -258,5 +266,47 @@ func TestReplicationWaits(t *testing.T) {
 	m.Step(at(41), Tick{})
 	if d := ready[DropOutbox](m); len(d) != 1 || d[0].Peer != replica {
 		t.Fatalf("drops %v, want the outbox of the replica that left", d)
+	}
+}
+
+// TestFoundersSurviveRestart: a member met while this node joined may
+// still hand it hosts after this node restarts, though it is met again
+// only after the new run's first ManifestWait (it was restarting too).
+func TestFoundersSurviveRestart(t *testing.T) {
+	self, founder, late := peer.ID("self"), peer.ID("founder"), peer.ID("late")
+	first := New(testConfig(self, true), Saved{}, t0)
+	first.Step(at(1), Joined{Peer: founder})
+	saved := Saved{}
+	for _, a := range first.Ready() {
+		if f, ok := a.(SaveFounder); ok {
+			saved.Founders = append(saved.Founders, f.Peer)
+		}
+	}
+	if !slices.Equal(saved.Founders, []peer.ID{founder}) {
+		t.Fatalf("founders saved %v, want %v", saved.Founders, founder)
+	}
+	tests := []struct {
+		name  string
+		saved Saved
+		want  bool
+	}{
+		{"a founder of the last run hands hosts after a restart", saved, true},
+		{"a member met late in a run without saved founders does not", Saved{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(testConfig(self, true), tc.saved, at(100))
+			m.Step(at(101), Joined{Peer: late})
+			m.Step(at(130), Joined{Peer: founder}) // after ManifestWait
+			host := "any.test"
+			if got := m.Allowed(at(130), KindHandoff, founder, host); got != tc.want {
+				t.Fatalf("handoff from the founder allowed: %v, want %v", got, tc.want)
+			}
+			for _, a := range m.Ready() {
+				if f, ok := a.(SaveFounder); ok && f.Peer == founder {
+					t.Fatal("a member met after ManifestWait saved as a founder")
+				}
+			}
+		})
 	}
 }

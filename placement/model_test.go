@@ -718,6 +718,8 @@ func (n *simNode) do(a Action) {
 		} else {
 			d.saved.Members = slices.DeleteFunc(d.saved.Members, func(p peer.ID) bool { return p == a.Peer })
 		}
+	case SaveFounder:
+		d.saved.Founders = appendNew(d.saved.Founders, a.Peer)
 	case SaveHost:
 		if d.saved.Hosts == nil {
 			d.saved.Hosts = map[string]Role{}

@@ -53,8 +53,11 @@ type settling struct {
 	pending    map[string]time.Time // host -> when a manifest first named it
 	settled    map[string]bool      // hosts whose handoff arrived (or whose wait ended)
 	// founders are the members met in the first ManifestWait after this
-	// node first met the network: the members that owned hosts before it
-	// joined, and so the only ones that may hand it hosts.
+	// node first met the network, in this run or an earlier one (Saved):
+	// the members that may have owned hosts before it joined, and so the
+	// only ones that may hand it hosts. Kept across restarts because a
+	// founder killed while this node restarted still holds what it owned
+	// meanwhile, and must be able to hand it back.
 	founders map[peer.ID]bool
 	// deferred are joiners met while the view was settling, looked at
 	// again once it has.
@@ -90,16 +93,19 @@ func sendsManifest(moving int, holdsHosts, donor bool) bool {
 // first ManifestWait after this node first met the network, it awaits
 // the manifests of its donors to manifestAwaitDepth by the current view
 // that announced a host: a member that a newcomer displaced as a donor is
-// no longer awaited.
-func (s *settling) joined(cfg Config, members, holding []peer.ID, now time.Time) {
+// no longer awaited. It returns the members that became founders.
+func (s *settling) joined(cfg Config, members, holding []peer.ID, now time.Time) (founders []peer.ID) {
 	if s.firstSeen.IsZero() {
 		s.firstSeen = now
 	}
 	if now.Sub(s.firstSeen) >= cfg.ManifestWait {
-		return
+		return nil
 	}
 	for _, p := range members {
-		s.founders[p] = true
+		if !s.founders[p] {
+			s.founders[p] = true
+			founders = append(founders, p)
+		}
 	}
 	clear(s.awaiting)
 	for _, p := range cfg.Space.Donors(append(slices.Clone(members), cfg.Self), cfg.Self, manifestAwaitDepth) {
@@ -107,6 +113,7 @@ func (s *settling) joined(cfg Config, members, holding []peer.ID, now time.Time)
 			s.awaiting[p] = true
 		}
 	}
+	return founders
 }
 
 // settledAt is when this node's view is old enough to name a joiner's

@@ -115,6 +115,9 @@ type SaveMember struct {
 	In   bool
 }
 
+// SaveFounder adds a founder to Saved.Founders.
+type SaveFounder struct{ Peer peer.ID }
+
 // SaveHost sets the role of a host in Saved (None deletes it).
 type SaveHost struct {
 	Host string
@@ -139,10 +142,15 @@ type HandOff struct {
 	To   peer.ID
 }
 
-// Abandon drops the crawl state of a host whose owner refuses it from
-// this node, after passing the URLs queued for it to the owner as links
-// (answer: HandedOff). Its pages stay for the owner's pull.
-type Abandon struct{ Host string }
+// Abandon drops the crawl state of a host this node does not own and
+// cannot hand off, after passing the URLs queued for it to the owner as
+// links (answer: HandedOff). Its pages stay for the owner's pull.
+// Refused says its owner refused its handoff for HandoffGiveUp; else it
+// was never crawled here.
+type Abandon struct {
+	Host    string
+	Refused bool
+}
 
 // ForgetHost deletes the stored pages of a host this node no longer holds.
 type ForgetHost struct{ Host string }
@@ -185,6 +193,7 @@ type Copy struct {
 type DropOutbox struct{ Peer peer.ID }
 
 func (SaveMember) action()   {}
+func (SaveFounder) action()  {}
 func (SaveHost) action()     {}
 func (ListHosts) action()    {}
 func (SendManifest) action() {}

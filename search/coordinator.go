@@ -101,7 +101,10 @@ type Result struct {
 	// Duplicates are other URLs with the same or nearly the same content.
 	Duplicates []string `json:"duplicates,omitempty"`
 	simhash    uint64
-	noSnippet  bool // the shard left the snippet to a second request
+	noSnippet  bool // the snippet is still to come from its shard
+	// termPlaces says where the page has each query term (see
+	// Local.Snippets).
+	termPlaces []int8
 }
 
 // ShardStatus says what became of one member's part of a search.
@@ -158,7 +161,25 @@ type Coordinator struct {
 	// hostFilter restricts a shard answer to the hosts this node owns
 	// (replicas hold pages they must not answer for). nil = all.
 	hostFilter func(host string) bool
+	// deep admits one shard request for more than maxShallowK candidates
+	// at a time (see ErrDeepBusy).
+	deep chan struct{}
 }
+
+// maxShallowK is the most candidates a coordinator asks of a shard for a
+// first page (N up to MaxResultsPerPage plus its ShardK).
+const maxShallowK = MaxResultsPerPage + 100
+
+// ErrDeepBusy refuses a shard request for more than maxShallowK
+// candidates while another runs. The cost of a shard search grows with
+// the candidates asked for, and a member may ask for up to
+// MaxPage·MaxResultsPerPage: without this, a member asking for the most
+// at once keeps the shard's search workers busy with them (the fair queue
+// serves it in turn, but each turn is long), and every first page waits.
+// Deep pages are rare; one at a time keeps a worker for the others, and a
+// deep page refused here comes back with that shard missing from its
+// coverage.
+var ErrDeepBusy = errors.New("busy: a search for a deep page is already running here")
 
 // NewCoordinator returns a coordinator over local, reaching peers through
 // t. Queries are analyzed with local's index's analyzer, whose version the
@@ -167,7 +188,7 @@ func NewCoordinator(local *Local, t Transport, cfg CoordinatorConfig, hostFilter
 	return &Coordinator{
 		local: local, transport: t, cfg: cfg, analyzer: local.ix.Analyzer(),
 		cache: newResultCache(cfg.CacheEntries, cfg.CacheTTL), lat: newLatencyTracker(),
-		hostFilter: hostFilter,
+		hostFilter: hostFilter, deep: make(chan struct{}, 1),
 	}
 }
 
@@ -217,11 +238,10 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	want := req.Page*req.N + c.cfg.ShardK
-	// A shard makes snippets for its own top page·n, but for at most one
-	// page's worth: on a deep page the rest come in the second round, so
-	// that no request makes a shard build thousands of snippets.
-	answers, cov := c.scatter(ctx, q, want, min(req.Page*req.N, MaxResultsPerPage))
+	// Shards answer without snippets; the page's results get theirs in a
+	// second round (fillSnippets), so no shard builds a snippet that is not
+	// shown.
+	answers, cov := c.scatter(ctx, q, req.Page*req.N+c.cfg.ShardK)
 
 	// Sum collection statistics into global ones, then rescore every
 	// candidate with them: a document's score no longer depends on which
@@ -239,7 +259,7 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 			all = append(all, scored{c: cand, shard: a.member, score: Score(c.cfg.Params, global, q, cand)})
 		}
 	}
-	results := c.merge(all)
+	results := c.merge(all, q.Terms())
 	resp := &Response{
 		Query: req.Query, Terms: q.Terms(), Page: req.Page, N: req.N, Total: total,
 		Coverage: cov, At: time.Now(),
@@ -274,7 +294,7 @@ type shardAnswer struct {
 // scatter asks every member at once and gathers until all answered or the
 // deadline passed; a member that has not answered by then is reported, never
 // waited for.
-func (c *Coordinator) scatter(ctx context.Context, q *Query, k, snippetTop int) ([]shardAnswer, Coverage) {
+func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnswer, Coverage) {
 	members := c.transport.Members()
 	self := c.transport.Self()
 	type reply struct {
@@ -285,7 +305,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k, snippetTop int) 
 		dropped int
 	}
 	replies := make(chan reply, len(members))
-	wire, err := encodeShardRequest(shardRequest{analyzer: c.analyzer.Version(), query: q.Raw(), k: k, snippetTop: snippetTop})
+	wire, err := encodeShardRequest(shardRequest{analyzer: c.analyzer.Version(), query: q.Raw(), k: k})
 	for _, m := range members {
 		go func(m string) {
 			t0 := time.Now()
@@ -296,7 +316,7 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k, snippetTop int) 
 			case err != nil:
 				rerr = err
 			case m == self:
-				res, rerr = c.localShard(ctx, q, k, snippetTop)
+				res, rerr = c.localShard(ctx, q, k)
 			default:
 				var b []byte
 				b, rerr = c.transport.Request(ctx, m, wire)
@@ -381,9 +401,17 @@ func (c *Coordinator) dropUnheld(member string, res *ShardResult) int {
 	if !ok {
 		return 0
 	}
+	// Candidates share few hosts, and Holds ranks members by distance
+	// to the host each time.
+	holds := map[string]bool{}
 	kept := res.Candidates[:0]
 	for _, cand := range res.Candidates {
-		if hh.Holds(member, cand.Host) {
+		ok, seen := holds[cand.Host]
+		if !seen {
+			ok = hh.Holds(member, cand.Host)
+			holds[cand.Host] = ok
+		}
+		if ok {
 			kept = append(kept, cand)
 		}
 	}
@@ -392,8 +420,9 @@ func (c *Coordinator) dropUnheld(member string, res *ShardResult) int {
 	return dropped
 }
 
-func (c *Coordinator) localShard(ctx context.Context, q *Query, k, snippetTop int) (*ShardResult, error) {
-	return c.local.SearchSnippets(ctx, q, k, snippetTop, nil, c.hostFilter)
+// localShard answers for this node's shard: candidates without snippets.
+func (c *Coordinator) localShard(ctx context.Context, q *Query, k int) (*ShardResult, error) {
+	return c.local.SearchSnippets(ctx, q, k, 0, nil, c.hostFilter)
 }
 
 // HandleShardRequest answers another coordinator with this node's shard:
@@ -417,24 +446,30 @@ func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byt
 		return nil, fmt.Errorf("parse forwarded query: %w", err)
 	}
 	if len(r.snippetURLs) > 0 {
-		snips, err := c.local.Snippets(ctx, q, r.snippetURLs, c.hostFilter)
+		snips, err := c.local.Snippets(ctx, q, r.snippetURLs, r.termPlaces, c.hostFilter)
 		if err != nil {
 			return nil, err
 		}
 		return encodeSnippetResponse(version, snips)
 	}
-	res, err := c.localShard(ctx, q, r.k, r.snippetTop)
+	if r.k > maxShallowK {
+		select {
+		case c.deep <- struct{}{}:
+			defer func() { <-c.deep }()
+		default:
+			return nil, ErrDeepBusy
+		}
+	}
+	res, err := c.localShard(ctx, q, r.k)
 	if err != nil {
 		return nil, err
 	}
 	return encodeShardResponse(version, res)
 }
 
-// fillSnippets fetches, from the shards that answered them, the snippets
-// of results on the page that their shard left out (candidates below its
-// local top page·n that global scoring promoted; see
-// Local.SearchSnippets), one request per shard, all at once, within ctx.
-// It returns how many are still missing.
+// fillSnippets fetches the snippets of the results on the page from the
+// shards that answered them, one request per shard, all at once, within
+// ctx. It returns how many are still missing.
 func (c *Coordinator) fillSnippets(ctx context.Context, q *Query, results []Result) int {
 	byShard := map[string][]int{}
 	for i := range results {
@@ -449,11 +484,12 @@ func (c *Coordinator) fillSnippets(ctx context.Context, q *Query, results []Resu
 	var wg sync.WaitGroup
 	for member, idx := range byShard {
 		urls := make([]string, len(idx))
+		places := make([][]int8, len(idx))
 		for j, i := range idx {
-			urls[j] = results[i].URL
+			urls[j], places[j] = results[i].URL, results[i].termPlaces
 		}
 		wg.Go(func() {
-			snips, err := c.snippetsFrom(ctx, member, q, urls)
+			snips, err := c.snippetsFrom(ctx, member, q, urls, places)
 			if err != nil {
 				return
 			}
@@ -476,12 +512,12 @@ func (c *Coordinator) fillSnippets(ctx context.Context, q *Query, results []Resu
 	return missing
 }
 
-func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query, urls []string) (map[string]string, error) {
+func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query, urls []string, places [][]int8) (map[string]string, error) {
 	if member == c.transport.Self() {
-		return c.local.Snippets(ctx, q, urls, c.hostFilter)
+		return c.local.Snippets(ctx, q, urls, places, c.hostFilter)
 	}
 	version := c.analyzer.Version()
-	wire, err := encodeShardRequest(shardRequest{analyzer: version, query: q.Raw(), k: 1, snippetURLs: urls})
+	wire, err := encodeShardRequest(shardRequest{analyzer: version, query: q.Raw(), k: 1, snippetURLs: urls, termPlaces: places})
 	if err != nil {
 		return nil, err
 	}
@@ -490,6 +526,15 @@ func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query,
 		return nil, err
 	}
 	return decodeSnippetResponse(b, version, urls)
+}
+
+// candidatePlaces is termPlaces of a candidate's TFs, in terms' order.
+func candidatePlaces(c *Candidate, terms []string) []int8 {
+	tfs := make([][index.NumFields]uint32, len(terms))
+	for i, t := range terms {
+		tfs[i] = c.TF[t]
+	}
+	return termPlaces(tfs)
 }
 
 // highlightResults turns every snippet on the page into plain text and
@@ -508,7 +553,7 @@ func highlightResults(q *Query, results []Result) {
 // twice and exact or near duplicate content. Exact copies are shown under
 // their canonical URL: a copy crawled before the canonical one was indexed
 // too, and may score a little higher (its own URL words, anchors).
-func (c *Coordinator) merge(all []scored) []Result {
+func (c *Coordinator) merge(all []scored, terms []string) []Result {
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].score != all[j].score {
 			return all[i].score > all[j].score
@@ -520,13 +565,8 @@ func (c *Coordinator) merge(all []scored) []Result {
 	seenHash := map[[16]byte]int{}
 	var zero [16]byte
 	for _, s := range all {
-		if i, ok := seenURL[s.c.URL]; ok {
-			// The same page from another replica: keep its snippet if the
-			// one kept has none.
-			if out[i].noSnippet && !s.c.NoSnippet && out[i].URL == s.c.URL {
-				out[i].Snippet, out[i].noSnippet = s.c.Snippet, false
-			}
-			continue
+		if _, ok := seenURL[s.c.URL]; ok {
+			continue // the same page from another replica
 		}
 		if s.c.ContentHash != zero {
 			if i, ok := seenHash[s.c.ContentHash]; ok {
@@ -535,8 +575,8 @@ func (c *Coordinator) merge(all []scored) []Result {
 					// crawlers keep, see crawl's canonicalBefore), shown at
 					// the rank of the best-scored copy.
 					out[i].Duplicates = append(out[i].Duplicates, out[i].URL)
-					out[i].URL, out[i].Title, out[i].Snippet, out[i].Host = s.c.URL, s.c.Title, s.c.Snippet, s.c.Host
-					out[i].Shard, out[i].noSnippet = s.shard, s.c.NoSnippet
+					out[i].URL, out[i].Title, out[i].Host, out[i].Shard = s.c.URL, s.c.Title, s.c.Host, s.shard
+					out[i].termPlaces = candidatePlaces(s.c, terms)
 				} else {
 					out[i].Duplicates = append(out[i].Duplicates, s.c.URL)
 				}
@@ -563,8 +603,9 @@ func (c *Coordinator) merge(all []scored) []Result {
 			seenHash[s.c.ContentHash] = len(out)
 		}
 		out = append(out, Result{
-			URL: s.c.URL, Title: s.c.Title, Snippet: s.c.Snippet, Host: s.c.Host,
-			Score: s.score, Shard: s.shard, simhash: s.c.SimHash, noSnippet: s.c.NoSnippet,
+			URL: s.c.URL, Title: s.c.Title, Host: s.c.Host,
+			Score: s.score, Shard: s.shard, simhash: s.c.SimHash, noSnippet: true,
+			termPlaces: candidatePlaces(s.c, terms),
 		})
 	}
 	return out
@@ -580,7 +621,7 @@ func cacheKey(q *Query, page, n int) string {
 	return fmt.Sprintf("%s\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), page, n)
 }
 
-// Wire format of the search protocol, version 2: JSON objects, small and
+// Wire format of the search protocol, version 4: JSON objects, small and
 // self-describing. The query travels as its raw string and each shard parses
 // it with the same deterministic analyzer, which keeps the wire independent
 // of the query's internal form. Every request and answer carries its
@@ -588,8 +629,12 @@ func cacheKey(q *Query, page, n int) string {
 // another version with its version alone, and a coordinator refuses an
 // answer of another version (a failed shard in Coverage, "analyzer version
 // X, want Y"), so that statistics and scores of two analyzers are never
-// merged.
-const wireVersion = 2
+// merged. A candidate carries what Score reads: per query term its TF in
+// each field, its field lengths, static rank and proximity counts, and no
+// snippet: snippets are asked for by URL, for the results shown (U).
+//
+// WireVersion is that version.
+const WireVersion = 4
 
 // maxAnalyzerVersionBytes bounds the analyzer version on the wire.
 const maxAnalyzerVersionBytes = 64
@@ -605,11 +650,12 @@ type shardRequestWire struct {
 	A string `json:"a"`
 	Q string `json:"q"`
 	K int    `json:"k"`
-	// S asks for snippets of the best S candidates only (0 = all).
-	S int `json:"s,omitempty"`
 	// U, when set, asks for the snippets of these pages instead of
 	// candidates (K is then ignored).
 	U []string `json:"u,omitempty"`
+	// P, with U, says per page where it has each query term: 0 nowhere
+	// the snippet looks, 1 in its body, 2 in its headings only.
+	P [][]int8 `json:"p,omitempty"`
 }
 
 // shardRequest is a decoded shard request.
@@ -617,24 +663,24 @@ type shardRequest struct {
 	analyzer    string
 	query       string
 	k           int
-	snippetTop  int
 	snippetURLs []string
+	termPlaces  [][]int8
 }
 
 func encodeShardRequest(r shardRequest) ([]byte, error) {
-	return json.Marshal(shardRequestWire{V: wireVersion, A: r.analyzer, Q: r.query, K: r.k, S: r.snippetTop, U: r.snippetURLs})
+	return json.Marshal(shardRequestWire{V: WireVersion, A: r.analyzer, Q: r.query, K: r.k, U: r.snippetURLs, P: r.termPlaces})
 }
 
 func decodeShardRequest(b []byte) (shardRequest, error) {
 	var w shardRequestWire
-	if len(b) > MaxQueryBytes+256+MaxResultsPerPage*(maxCandidateURLBytes+8) {
+	if len(b) > MaxQueryBytes+256+MaxResultsPerPage*(maxCandidateURLBytes+8+3*MaxQueryTerms) {
 		return shardRequest{}, fmt.Errorf("shard request of %d bytes is too large", len(b))
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return shardRequest{}, fmt.Errorf("decode shard request: %w", err)
 	}
-	if w.V != wireVersion {
-		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, wireVersion)
+	if w.V != WireVersion {
+		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, WireVersion)
 	}
 	if w.A == "" || len(w.A) > maxAnalyzerVersionBytes {
 		return shardRequest{}, fmt.Errorf("shard request analyzer version of %d bytes", len(w.A))
@@ -645,9 +691,6 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 	if w.K < 1 || w.K > MaxPage*MaxResultsPerPage+1000 {
 		return shardRequest{}, fmt.Errorf("shard request k=%d out of range", w.K)
 	}
-	if w.S < 0 || w.S > min(w.K, MaxResultsPerPage) {
-		return shardRequest{}, fmt.Errorf("shard request s=%d out of range 0..%d", w.S, min(w.K, MaxResultsPerPage))
-	}
 	if len(w.U) > MaxResultsPerPage {
 		return shardRequest{}, fmt.Errorf("snippet request for %d pages, at most %d", len(w.U), MaxResultsPerPage)
 	}
@@ -656,7 +699,20 @@ func decodeShardRequest(b []byte) (shardRequest, error) {
 			return shardRequest{}, fmt.Errorf("snippet request URL of %d bytes", len(u))
 		}
 	}
-	return shardRequest{analyzer: w.A, query: w.Q, k: w.K, snippetTop: w.S, snippetURLs: w.U}, nil
+	if len(w.P) != len(w.U) {
+		return shardRequest{}, fmt.Errorf("snippet request for %d pages with term places for %d", len(w.U), len(w.P))
+	}
+	for _, p := range w.P {
+		if len(p) > MaxQueryTerms {
+			return shardRequest{}, fmt.Errorf("snippet request with places for %d terms, at most %d", len(p), MaxQueryTerms)
+		}
+		for _, v := range p {
+			if v < termAbsent || v > termHeading {
+				return shardRequest{}, fmt.Errorf("snippet request with term place %d", v)
+			}
+		}
+	}
+	return shardRequest{analyzer: w.A, query: w.Q, k: w.K, snippetURLs: w.U, termPlaces: w.P}, nil
 }
 
 type snippetResponseWire struct {
@@ -666,7 +722,7 @@ type snippetResponseWire struct {
 }
 
 func encodeSnippetResponse(analyzer string, snips map[string]string) ([]byte, error) {
-	return json.Marshal(snippetResponseWire{V: wireVersion, A: analyzer, Sn: snips})
+	return json.Marshal(snippetResponseWire{V: WireVersion, A: analyzer, Sn: snips})
 }
 
 // decodeSnippetResponse accepts snippets only from a shard of analyzer
@@ -714,8 +770,8 @@ func unmarshalResponse[T any, PT interface {
 		return nil, fmt.Errorf("decode %s: %w", what, err)
 	}
 	v, a := w.versions()
-	if v != wireVersion {
-		return nil, fmt.Errorf("%s version %d, want %d", what, v, wireVersion)
+	if v != WireVersion {
+		return nil, fmt.Errorf("%s version %d, want %d", what, v, WireVersion)
 	}
 	if a != analyzer {
 		return nil, fmt.Errorf("%w %.64q, want %q", errAnalyzerMismatch, a, analyzer)
@@ -724,7 +780,7 @@ func unmarshalResponse[T any, PT interface {
 }
 
 func encodeShardResponse(analyzer string, r *ShardResult) ([]byte, error) {
-	return json.Marshal(shardResponseWire{V: wireVersion, A: analyzer, R: r})
+	return json.Marshal(shardResponseWire{V: WireVersion, A: analyzer, R: r})
 }
 
 // decodeShardResponse accepts the answer of a shard of analyzer version

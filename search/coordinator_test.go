@@ -74,8 +74,10 @@ type localTransport struct {
 	// late members answer (correctly) only once the caller's deadline has
 	// passed, as a peer that ignores the deadline would.
 	late map[string]bool
-	// forge rewrites a member's answer on the wire (a hostile shard).
-	forge map[string]func(*ShardResult)
+	// forge rewrites a member's answer on the wire (a hostile shard), and
+	// forgeSnippets its answer to a snippet request.
+	forge         map[string]func(*ShardResult)
+	forgeSnippets map[string]func(map[string]string)
 	// holders maps a host to the member that holds it; nil = any member.
 	holders map[string]string
 	calls   atomic.Int64
@@ -103,10 +105,24 @@ func (t *localTransport) Request(ctx context.Context, m string, req []byte) ([]b
 		ctx = context.Background()
 	}
 	b, err := c.HandleShardRequest(ctx, req)
-	if err != nil || t.forge[m] == nil {
-		return b, err
+	if err != nil {
+		return nil, err
 	}
 	version := c.analyzer.Version()
+	if r, err := decodeShardRequest(req); err == nil && len(r.snippetURLs) > 0 {
+		if t.forgeSnippets[m] == nil {
+			return b, nil
+		}
+		sn, err := decodeSnippetResponse(b, version, r.snippetURLs)
+		if err != nil {
+			return nil, err
+		}
+		t.forgeSnippets[m](sn)
+		return encodeSnippetResponse(version, sn)
+	}
+	if t.forge[m] == nil {
+		return b, nil
+	}
 	res, err := decodeShardResponse(b, version)
 	if err != nil {
 		return nil, err
@@ -166,7 +182,8 @@ func networkWith(t testing.TB, analyzers []*index.Analyzer, docs []*index.Docume
 	cfg := DefaultCoordinatorConfig()
 	for i := range coords {
 		trs[i] = &localTransport{self: names[i], members: names, peers: peers, silent: map[string]bool{},
-			late: map[string]bool{}, forge: map[string]func(*ShardResult){}}
+			late: map[string]bool{}, forge: map[string]func(*ShardResult){},
+			forgeSnippets: map[string]func(map[string]string){}}
 		coords[i] = NewCoordinator(NewLocal(ixs[i], cfg.Params), trs[i], cfg, nil)
 		peers[names[i]] = coords[i]
 	}
@@ -239,10 +256,10 @@ func TestDistributedScoresEqualSingleIndex(t *testing.T) {
 	}
 }
 
-// TestSnippetsFetchedAfterMerge covers the second round: results whose
-// shard left the snippet out (below its local top page·n) get it from that
-// shard, local or remote, and a shard that does not answer leaves it
-// missing, counted, and the page uncached.
+// TestSnippetsFetchedAfterMerge covers the second round: shards answer
+// without snippets, the results shown get theirs from their shard, local
+// or remote, and a shard that does not answer leaves them missing,
+// counted, and the page uncached.
 func TestSnippetsFetchedAfterMerge(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var docs []*index.Document
@@ -259,7 +276,7 @@ func TestSnippetsFetchedAfterMerge(t *testing.T) {
 	shards := map[string]bool{}
 	for _, r := range full.Results {
 		if r.Snippet == "" {
-			t.Fatalf("%s: no snippet in the first round's top results", r.URL)
+			t.Fatalf("%s: no snippet", r.URL)
 		}
 		shards[r.Shard] = true
 	}
@@ -269,6 +286,23 @@ func TestSnippetsFetchedAfterMerge(t *testing.T) {
 	q, err := ParseQuery(req.Query, index.SharedAnalyzer())
 	if err != nil {
 		t.Fatal(err)
+	}
+	wire, err := encodeShardRequest(shardRequest{analyzer: index.SharedAnalyzer().Version(), query: req.Query, k: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := coords[1].HandleShardRequest(ctx, wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err := decodeShardResponse(b, index.SharedAnalyzer().Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range answer.Candidates {
+		if c.Snippet != "" || !c.NoSnippet {
+			t.Fatalf("shard answer: %s with snippet %q; snippets are for the second round", c.URL, c.Snippet)
+		}
 	}
 	part, err := coords[0].local.SearchSnippets(ctx, q, 10, 3, nil, nil)
 	if err != nil {
@@ -390,9 +424,12 @@ func TestResultCacheHitsAndInvalidation(t *testing.T) {
 		if r.Cached != tc.cached {
 			t.Errorf("%s: cached=%v, want %v", tc.name, r.Cached, tc.cached)
 		}
-	}
-	if trs[0].calls.Load() != calls+1 {
-		t.Errorf("remote calls %d, want %d (only the uncached page asks the peer)", trs[0].calls.Load(), calls+1)
+		// Only an uncached page asks the peer (for candidates, then
+		// for the snippets of its results on the page).
+		if now := trs[0].calls.Load(); (now != calls) == tc.cached {
+			t.Errorf("%s: remote calls %d after %d (cached %v)", tc.name, now, calls, tc.cached)
+		}
+		calls = trs[0].calls.Load()
 	}
 	coords[0].Invalidate()
 	r, err := coords[0].Search(ctx, Request{Query: "crawler", N: 5, Timeout: 5 * time.Second})
@@ -464,37 +501,41 @@ func TestSearchRejectsBadRequests(t *testing.T) {
 
 func TestShardWireRejectsGarbage(t *testing.T) {
 	for _, b := range [][]byte{
-		nil, []byte("{"), []byte(`{"v":1,"a":"x","q":"x","k":10}`), []byte(`{"v":2,"a":"x","q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
-		[]byte(`{"v":2,"a":"x","q":"x","k":10,"s":11}`), []byte(`{"v":2,"a":"x","q":"x","k":10,"s":-1}`),
-		[]byte(`{"v":2,"a":"x","q":"x","k":1,"u":[""]}`),
-		[]byte(`{"v":2,"a":"x","q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
-		[]byte(`{"v":2,"a":"x","q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
-		[]byte(`{"v":2,"q":"x","k":10}`), // no analyzer version
-		[]byte(`{"v":2,"a":"` + strings.Repeat("x", maxAnalyzerVersionBytes+1) + `","q":"x","k":10}`),
+		nil, []byte("{"), []byte(`{"v":1,"a":"x","q":"x","k":10}`), []byte(`{"v":4,"a":"x","q":"x","k":-1}`), make([]byte, MaxQueryBytes+1000),
+		[]byte(`{"v":3,"a":"x","q":"x","k":10,"s":10}`), // version 3: shards made snippets
+		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":[""],"p":[[1]]}`),
+		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["http://a.test/"]}`),               // no term places
+		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["http://a.test/"],"p":[[1],[1]]}`), // places for two pages
+		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["http://a.test/"],"p":[[3]]}`),
+		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["http://a.test/"],"p":[[-1]]}`),
+		[]byte(`{"v":4,"a":"x","q":"` + strings.Repeat("x", MaxQueryBytes+1) + `","k":1}`),
+		[]byte(`{"v":4,"a":"x","q":"x","k":1,"u":["` + strings.Repeat(`a","`, MaxResultsPerPage) + `a"]}`),
+		[]byte(`{"v":4,"q":"x","k":10}`), // no analyzer version
+		[]byte(`{"v":4,"a":"` + strings.Repeat("x", maxAnalyzerVersionBytes+1) + `","q":"x","k":10}`),
 	} {
 		if _, err := decodeShardRequest(b); err == nil {
 			t.Errorf("decodeShardRequest(%.20q) accepted garbage", b)
 		}
 	}
-	for _, b := range [][]byte{nil, []byte("[]"), []byte(`{"v":2,"a":"x"}`), []byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":-5}}}`),
-		[]byte(`{"v":1,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"a":"y","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":2,"r":{"Stats":{"Docs":5}}}`)} {
+	for _, b := range [][]byte{nil, []byte("[]"), []byte(`{"v":4,"a":"x"}`), []byte(`{"v":4,"a":"x","r":{"Stats":{"Docs":-5}}}`),
+		[]byte(`{"v":1,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":3,"a":"x","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":4,"a":"y","r":{"Stats":{"Docs":5}}}`), []byte(`{"v":4,"r":{"Stats":{"Docs":5}}}`)} {
 		if _, err := decodeShardResponse(b, "x"); err == nil {
 			t.Errorf("decodeShardResponse(%.20q) accepted garbage", b)
 		}
 	}
-	if _, err := decodeShardResponse([]byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":5}}}`), "x"); err != nil {
+	if _, err := decodeShardResponse([]byte(`{"v":4,"a":"x","r":{"Stats":{"Docs":5}}}`), "x"); err != nil {
 		t.Errorf("decodeShardResponse refused a good answer: %v", err)
 	}
 	asked := []string{"http://a.test/"}
-	for _, b := range [][]byte{nil, []byte(`{"v":2,"a":"x"}`), []byte(`{"v":1,"a":"x","sn":{}}`), []byte(`{"v":2,"a":"y","sn":{}}`),
-		[]byte(`{"v":2,"a":"x","sn":{"http://b.test/":"not asked"}}`),
-		[]byte(`{"v":2,"a":"x","sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
+	for _, b := range [][]byte{nil, []byte(`{"v":4,"a":"x"}`), []byte(`{"v":1,"a":"x","sn":{}}`), []byte(`{"v":4,"a":"y","sn":{}}`),
+		[]byte(`{"v":4,"a":"x","sn":{"http://b.test/":"not asked"}}`),
+		[]byte(`{"v":4,"a":"x","sn":{"http://a.test/":"` + strings.Repeat("x", maxSnippetBytes+1) + `"}}`),
 	} {
 		if _, err := decodeSnippetResponse(b, "x", asked); err == nil {
 			t.Errorf("decodeSnippetResponse(%.40q) accepted garbage", b)
 		}
 	}
-	if sn, err := decodeSnippetResponse([]byte(`{"v":2,"a":"x","sn":{"http://a.test/":"a <b>hit</b>"}}`), "x", asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
+	if sn, err := decodeSnippetResponse([]byte(`{"v":4,"a":"x","sn":{"http://a.test/":"a <b>hit</b>"}}`), "x", asked); err != nil || sn["http://a.test/"] != "a <b>hit</b>" {
 		t.Errorf("decodeSnippetResponse refused a good answer: %v %v", sn, err)
 	}
 }
@@ -540,11 +581,11 @@ var fuzzQuery = func() *Query {
 }()
 
 func FuzzShardWire(f *testing.F) {
-	f.Add([]byte(`{"v":2,"a":"x","q":"search engine","k":50}`))
-	f.Add([]byte(`{"v":2,"a":"x","r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
-	f.Add([]byte(`{"v":2,"a":"x","r":null}`))
+	f.Add([]byte(`{"v":4,"a":"x","q":"search engine","k":50}`))
+	f.Add([]byte(`{"v":4,"a":"x","r":{"Stats":{"Docs":3,"DF":{"a":1}},"Candidates":[{"URL":"http://a/","TF":{"a":[1,0,2,0]}}],"Total":1}}`))
+	f.Add([]byte(`{"v":4,"a":"x","r":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if r, err := decodeShardRequest(b); err == nil && (r.k < 1 || len(r.query) > MaxQueryBytes || r.snippetTop < 0 || r.snippetTop > r.k || len(r.snippetURLs) > MaxResultsPerPage || r.analyzer == "") {
+		if r, err := decodeShardRequest(b); err == nil && (r.k < 1 || len(r.query) > MaxQueryBytes || len(r.snippetURLs) > MaxResultsPerPage || r.analyzer == "") {
 			t.Fatalf("accepted %+v", r)
 		}
 		r, err := decodeShardResponse(b, "x")
@@ -654,6 +695,13 @@ func TestForgedShardStatisticsAreRejected(t *testing.T) {
 		{"same URL twice", func(r *ShardResult) { r.Candidates = append(r.Candidates, r.Candidates[0]) }},
 		{"javascript: URL", func(r *ShardResult) { r.Candidates[0].URL = "javascript://" + r.Candidates[0].Host + "/%0Aalert(1)" }},
 		{"URL with a space", func(r *ShardResult) { r.Candidates[0].URL = "http://" + r.Candidates[0].Host + "/a b" }},
+		{"proximity beyond the occurrences", func(r *ShardResult) {
+			for i := range r.Candidates {
+				r.Candidates[i].Prox = []uint32{1 << 20}
+			}
+		}},
+		{"proximity for pairs the query has not", func(r *ShardResult) { r.Candidates[0].Prox = []uint32{0, 0, 1} }},
+		{"a snippet not asked for", func(r *ShardResult) { r.Candidates[0].Snippet, r.Candidates[0].NoSnippet = "forged", false }},
 	}
 	ctx := context.Background()
 	const query = "search engine"
@@ -901,7 +949,11 @@ func TestAnalyzerMismatchIsNotMerged(t *testing.T) {
 	// The refusal is the shard's own: asked by another version, it answers
 	// with its version and no result, for candidates and for snippets.
 	for _, u := range [][]string{nil, {docs[0].URL}} {
-		req, err := encodeShardRequest(shardRequest{analyzer: older.Version(), query: query, k: 10, snippetURLs: u})
+		var places [][]int8
+		if u != nil {
+			places = [][]int8{{termInBody, termInBody}}
+		}
+		req, err := encodeShardRequest(shardRequest{analyzer: older.Version(), query: query, k: 10, snippetURLs: u, termPlaces: places})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -920,5 +972,52 @@ func TestAnalyzerMismatchIsNotMerged(t *testing.T) {
 		if w.A != shared.Version() || w.R != nil || w.Sn != nil {
 			t.Errorf("answer to another analyzer version: %s", b)
 		}
+	}
+}
+
+// TestDeepShardRequestsOneAtATime: a shard runs one request for more
+// candidates than a first page needs at a time and refuses others while it
+// runs (ErrDeepBusy); first-page requests are never held back by it.
+func TestDeepShardRequestsOneAtATime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var docs []*index.Document
+	for i := 0; i < 60; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	coords, _, _ := network(t, 2, docs, func(i int) int { return i % 2 })
+	ctx := context.Background()
+	shard := coords[1]
+	ask := func(k int) error {
+		wire, err := encodeShardRequest(shardRequest{analyzer: index.SharedAnalyzer().Version(), query: "search", k: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = shard.HandleShardRequest(ctx, wire)
+		return err
+	}
+	tests := []struct {
+		name      string
+		k         int
+		deepBusy  bool
+		wantError error
+	}{
+		{"first page, nothing deep running", maxShallowK, false, nil},
+		{"deep page, nothing deep running", maxShallowK + 1, false, nil},
+		{"first page while a deep page runs", maxShallowK, true, nil},
+		{"deepest page while a deep page runs", MaxPage*MaxResultsPerPage + 40, true, ErrDeepBusy},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.deepBusy {
+				shard.deep <- struct{}{} // a deep request in flight
+				defer func() { <-shard.deep }()
+			}
+			if err := ask(tc.k); !errors.Is(err, tc.wantError) {
+				t.Fatalf("k=%d: %v, want %v", tc.k, err, tc.wantError)
+			}
+		})
+	}
+	if len(shard.deep) != 0 {
+		t.Fatal("a finished deep request kept its slot")
 	}
 }

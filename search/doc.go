@@ -4,12 +4,14 @@
 //
 // # Query language (query.go)
 //
-// Terms are ANDed; "a phrase" needs consecutive positions; -word, -"phrase"
-// and -site:host exclude; a OR b (also a | b) makes alternatives of the
-// neighbouring items; site:host restricts to a host and its subdomains
-// (several are alternatives; a site without a port matches any port). Words
+// Terms are ANDed (with Params.Relax, a query of plain words also finds
+// pages lacking some of them, ranked as Scoring says); "a phrase" needs
+// consecutive positions; -word, -"phrase" and -site:host exclude; a OR b
+// (also a | b) makes alternatives of the neighbouring items; site:host
+// restricts to a host and its subdomains (several are alternatives; a site
+// without a port matches any port). Words
 // go through the index analyzer in query mode, so Chinese without spaces is
-// segmented (我们的搜索引擎 → 我们 的 搜索引擎, all required) and a query in
+// segmented (我们的搜索引擎 → 我们 的 搜索引擎, three terms) and a query in
 // Traditional characters is folded and read in mainland words (檔案 設定 →
 // 文件 设置; see index's "Script folding"). A Query is AND of Groups, a
 // Group an OR of Clauses, a Clause a conjunction of terms with optional
@@ -22,11 +24,26 @@
 //
 // # Scoring (score.go)
 //
-// BM25F over title, anchor, body and URL words:
+// BM25F over title, anchor, body, URL words and headings:
 //
 //	tf'  = Σ_f W_f·tf_f / (1 − B_f + B_f·len_f/avglen_f)
 //	term = idf·tf'·(K1+1)/(K1+tf'),  idf = ln(1 + (N − df + 0.5)/(df + 0.5))
-//	score = Σ_terms term + StaticWeight·r/(1+r)   (r = static rank ≥ 0)
+//	score = Σ_present term − Miss·Σ_missing idf + proximity + same script
+//	        + StaticWeight·r/(1+r)   (r = static rank ≥ 0)
+//
+// A relaxable query (two or more terms, no OR, no phrase; Query.Relaxable)
+// matches a page that has any of its terms when Params.Relax is set, and
+// the page pays Miss·idf for each term it lacks, so a page with all the
+// words still comes first unless another is far better on the others.
+// Proximity: for each pair of neighbouring query terms, the shard counts
+// the occurrences of one within proxWindow positions of the other (in one
+// field: fields are further apart than the window) and the pair adds
+// Prox·min(idf)·x/(ProxK+x), bounded whatever x; the counts travel in the
+// Candidate (Prox) and are checked against the TFs. A query in Chinese
+// characters of one script adds SameScript to pages written in that
+// script (Candidate.Script), so that of a help page's Simplified and
+// Traditional copies, both found through folding, the reader's comes
+// first. DefaultParams says why each default is what it is.
 //
 // Score is one pure function; the local engine runs the same arithmetic in
 // the same order, so a coordinator rescoring a Candidate with the same
@@ -50,32 +67,44 @@
 // Document-at-a-time over all required groups with block-max pruning: once
 // k hits are held, the sum of the current blocks' score bounds (per-block max
 // TF and min field length, inflated by 1e-9 against rounding) plus the
-// static-rank bound (from the shard's largest static rank) is compared with the k-th score, and a run of documents
-// whose bound cannot beat it is skipped without decoding; the term-level
-// bound ends the query early. Ties break on docID, the visiting order, so
-// the result equals exhaustive scoring (tested). Positions are decoded only
-// to verify phrases; exclusions and site:/host filters are checked per
-// candidate. Each Candidate carries per-term per-field TFs and field lengths
-// for exact rescoring; Total is exact only when nothing was pruned
-// (ShardResult.TotalExact). With a host filter, Search returns statistics
+// bounds of what does not depend on the terms' blocks (static rank from the
+// shard's largest, the script bonus, proximity) is compared with the k-th
+// score, and a run of documents whose bound cannot beat it is skipped
+// without decoding; the term-level bound ends the query early. A relaxed
+// query runs over the union of its terms' lists with MaxScore pruning
+// (runRelaxed): lists whose bounds, less the penalties of the other terms,
+// cannot beat the k-th score stop supplying candidates. Ties break on
+// docID, the visiting order, so the result equals exhaustive scoring
+// (tested, strict and relaxed, with and without proximity). Positions are
+// decoded only to verify phrases and to count proximity, the latter only
+// for a document that could still enter with the largest proximity its
+// TFs allow; exclusions and site:/host filters are checked per candidate.
+// Each Candidate carries per-term per-field TFs, field lengths, proximity
+// counts and its page's script for exact rescoring; Total is exact only
+// when nothing was pruned (ShardResult.TotalExact). With a host filter, Search returns statistics
 // restricted to the passing hosts (as LocalStats does): Docs and field sums
 // from per-host aggregates, DF by the same scan.
 // Unflushed documents (at most FlushInterval old) are not yet searchable.
 //
+// A shard runs one request for more than a first page's candidates
+// (maxShallowK) at a time and refuses the others as busy (ErrDeepBusy):
+// a search's cost grows with k, and a member asking for the deepest pages
+// over and over would otherwise hold every search worker of the shard.
+// A deep page refused by a shard shows that shard missing in its coverage.
+//
 // # Snippets: two rounds
 //
 // A coordinator asks every shard for page·n + ShardK candidates but shows
-// page·n, and a snippet (decompressing the page's record and scanning up
-// to 512 KB of its text) is most of a candidate's cost on long pages. So
-// the shard request carries S = page·n, at most MaxResultsPerPage (a
-// request for a deep page must not make every shard build thousands of
-// snippets): a shard makes snippets for its own top S only and marks the
-// rest NoSnippet (Local.SearchSnippets). A result
-// on the final page that global rescoring promoted from below its shard's
-// top S gets its snippet from a second request to that shard (the request
-// with U = its URLs, answered by Local.Snippets; one request per shard, in
-// parallel, within the search's deadline). A result whose snippet did not
-// come in time is shown without one, counted in
+// page·n, and a snippet (decompressing the page's record and analyzing
+// its text) is most of a candidate's cost, so shards answer without
+// snippets (Local.SearchSnippets with none; the wire refuses a candidate
+// that carries one). After the merge, the coordinator asks each shard
+// holding results on the page for their snippets (the request with U =
+// their URLs, answered by Local.Snippets; one request per shard, in
+// parallel, within the search's deadline; this node's own shard is read
+// in process). So the network builds exactly the snippets it shows, at
+// the price of a second round trip to the shards on the page. A result
+// whose snippet did not come in time is shown without one, counted in
 // Coverage.SnippetsMissing, and the page is not cached.
 //
 // # One analyzer (coordinator.go)
@@ -96,10 +125,10 @@
 // snapshots), DFs only for query terms, at most the k candidates asked, per
 // candidate TF within the field length, lengths and static rank finite and
 // bounded, host equal to the URL's host, an http(s) URL, no repeated URL, no
-// more candidates with a term than its DF. An answer that fails is never
-// merged or cached; its coverage entry is "failed" with the reason. The
-// score a shard sends is ignored (the coordinator rescores from the
-// statistics). When the Transport implements HostHolders, results for hosts
+// more candidates with a term than its DF, no snippet. An answer that
+// fails is never merged or cached; its coverage entry is "failed" with
+// the reason. The score a shard sends is ignored (the coordinator
+// rescores from the statistics). When the Transport implements HostHolders, results for hosts
 // the member does not hold are dropped and counted (Coverage.Dropped), so a
 // peer can only rank pages of its own hosts. An answer that arrives with or
 // after the deadline counts as a timeout.

@@ -73,10 +73,12 @@ func TestHostileSnippetIsText(t *testing.T) {
 		`<meta http-equiv=refresh content="0;url=http://evil"><script>alert(1)</script> search ` + "\x1b[2J\u202e"
 	trs[0].forge["m2"] = func(r *ShardResult) {
 		for i := range r.Candidates {
-			if !r.Candidates[i].NoSnippet {
-				r.Candidates[i].Snippet = hostile
-			}
 			r.Candidates[i].Title = `<img src=x onerror=alert(1)>`
+		}
+	}
+	trs[0].forgeSnippets["m2"] = func(sn map[string]string) {
+		for u := range sn {
+			sn[u] = hostile
 		}
 	}
 	resp, err := coords[0].Search(context.Background(), Request{Query: "search", N: 10, Timeout: 5 * time.Second})
@@ -117,9 +119,9 @@ func TestHostileSnippetIsText(t *testing.T) {
 
 func TestHighlightRunes(t *testing.T) {
 	terms := []string{"harbour", "港口"}
-	text := "Der Hafen, the HARBOUR: 港口 and harbours"
+	text := "Der Hafen, the HARBOUR: 港口 and harbours, harbourmaster"
 	got := highlightRunes(text, terms)
-	want := [][2]int{{15, 22}, {24, 26}}
+	want := [][2]int{{15, 22}, {24, 26}, {31, 39}} // harbours stems to harbour
 	if !slices.Equal(got, want) {
 		t.Fatalf("highlightRunes(%q) = %v, want %v", text, got, want)
 	}

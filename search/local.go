@@ -80,6 +80,7 @@ type hit struct {
 	doc   uint32
 	score float64
 	tfs   [][index.NumFields]uint32
+	prox  []uint32
 }
 
 // hitHeap is a min-heap on (score, -doc): the root is the worst hit kept.
@@ -104,23 +105,39 @@ func (h *hitHeap) Pop() any {
 }
 
 type exec struct {
-	p        Params
-	avg      [index.NumFields]float64
-	q        *Query
-	terms    []string
-	r        *index.Reader
-	groups   []groupExec
-	excl     []clauseExec
-	all      []*termCursor
-	hostOK   map[string]bool
-	filter   func(string) bool
-	posBufs  [][]uint32
-	tfs      [][index.NumFields]uint32
-	has      []bool
-	idfs     []float64
-	pruned   bool
-	matched  int64
-	staticUB float64
+	p      Params
+	avg    [index.NumFields]float64
+	q      *Query
+	terms  []string
+	r      *index.Reader
+	groups []groupExec
+	excl   []clauseExec
+	all    []*termCursor
+	hostOK map[string]bool
+	// lastHost and lastHostOK: the previous document's host and verdict.
+	// A host's pages have neighbouring docIDs (its owner crawls it), so
+	// most documents skip the map.
+	lastHost   string
+	lastHostOK bool
+	filter     func(string) bool
+	posBufs    [][]uint32
+	tfs        [][index.NumFields]uint32
+	has        []bool
+	cur        []*termCursor // per term, a cursor on the doc being evaluated
+	idfs       []float64
+	pruned     bool
+	matched    int64
+	staticUB   float64
+	// relaxed: documents lacking terms match too (Params.Relax and
+	// Query.Relaxable), each unit (term) with its cursor and penalty.
+	relaxed bool
+	units   []*termCursor
+	pens    []float64
+	// proxUB bounds the proximity part of any doc's score (0: no pairs
+	// or proximity off); prox and pos are scratch for the counts.
+	proxUB float64
+	prox   []uint32
+	pos    [2][]uint32
 }
 
 func (e *exec) open(c Clause, terms map[string]int) (clauseExec, error) {
@@ -147,12 +164,11 @@ func (l *Local) Search(ctx context.Context, q *Query, k int, global *CollectionS
 }
 
 // SearchSnippets is Search with snippets for only the best snippetTop
-// candidates (all when snippetTop <= 0); the others come back with
+// candidates (none when snippetTop is 0); the others come back with
 // NoSnippet set. A coordinator shows page·n results but asks each shard
 // for page·n + ShardK candidates, and a snippet (scanning the page's text)
-// is most of a candidate's cost on long pages, so it asks for snippets of
-// each shard's local top page·n only and fetches the few that global
-// scoring promotes from below it with Snippets.
+// is most of a candidate's cost on long pages, so it asks for none and
+// fetches those of the results it shows with Snippets.
 func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int, global *CollectionStats, hostFilter func(host string) bool) (*ShardResult, error) {
 	if q == nil || len(q.Groups) == 0 {
 		return nil, ErrEmptyQuery
@@ -205,12 +221,24 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 	for i, t := range e.terms {
 		e.idfs[i] = idf(global.Docs, global.DF[t])
 	}
-	e.staticUB = staticScore(&e.p, r.MaxStaticRank()) * boundSlack
+	// The static bound covers what a page gets whatever its terms: its
+	// static rank and the script bonus.
+	e.staticUB = (staticScore(&e.p, r.MaxStaticRank()) + sameScript(&e.p, q, q.script)) * boundSlack
+	e.proxUB = proxBound(&e.p, e.idfs) * boundSlack
 	e.tfs = make([][index.NumFields]uint32, len(e.terms))
 	e.has = make([]bool, len(e.terms))
+	e.cur = make([]*termCursor, len(e.terms))
+	if e.proxUB > 0 {
+		e.prox = make([]uint32, len(e.terms)-1)
+	}
 
 	h := make(hitHeap, 0, k)
-	if err := e.run(ctx, k, &h); err != nil {
+	e.relaxed = e.p.Relax && q.Relaxable()
+	run := e.run
+	if e.relaxed {
+		run = e.runRelaxed
+	}
+	if err := run(ctx, k, &h); err != nil {
 		return nil, err
 	}
 	for _, c := range e.all {
@@ -232,7 +260,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 	for _, ht := range hits {
 		// Only candidates that get a snippet need the page's text; the
 		// others are built from the record's uncompressed summary.
-		withSnippet := snippetTop <= 0 || len(res.Candidates) < snippetTop
+		withSnippet := len(res.Candidates) < snippetTop
 		var sum *index.Summary
 		var rec *index.PageRecord
 		var err error
@@ -253,7 +281,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		c := Candidate{
 			URL: sum.URL, Host: sum.Host, Title: sum.Title,
 			ContentHash: sum.ContentHash, SimHash: sum.SimHash,
-			StaticRank: r.StaticRank(ht.doc), FieldLen: r.FieldLens(ht.doc),
+			StaticRank: r.StaticRank(ht.doc), FieldLen: r.FieldLens(ht.doc), Script: r.Script(ht.doc),
 			TF: make(map[string][index.NumFields]uint32, len(e.terms)),
 		}
 		for i, t := range e.terms {
@@ -261,8 +289,9 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 				c.TF[t] = ht.tfs[i]
 			}
 		}
+		c.Prox = ht.prox
 		if withSnippet {
-			c.Snippet = l.snippet(rec, e.terms)
+			c.Snippet = l.snippet(rec, snippetTerms(e.terms, termPlaces(ht.tfs), rec))
 		} else {
 			c.NoSnippet = true
 		}
@@ -270,6 +299,43 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		res.Candidates = append(res.Candidates, c)
 	}
 	return res, nil
+}
+
+// Where a page has a query term, as far as its snippet is concerned
+// (termPlaces; the second round's request carries them, see Snippets).
+const (
+	termAbsent  int8 = iota // not in the body or the headings
+	termInBody              // in the body
+	termHeading             // in the headings only
+)
+
+// termPlaces says, per query term, where a page with these TFs has it.
+func termPlaces(tfs [][index.NumFields]uint32) []int8 {
+	out := make([]int8, len(tfs))
+	for i, tf := range tfs {
+		switch {
+		case tf[index.FieldBody] > 0:
+			out[i] = termInBody
+		case tf[index.FieldHeading] > 0:
+			out[i] = termHeading
+		}
+	}
+	return out
+}
+
+// snippetTerms are the terms a snippet of rec looks for: those its text
+// has (places, from the postings' TFs), so that the snippet does not
+// search the whole text for a term that is only in the title, the URL or
+// the anchors, or that a relaxed query's match lacks (a term not found
+// makes the snippet analyze the page's text).
+func snippetTerms(terms []string, places []int8, rec *index.PageRecord) []string {
+	out := make([]string, 0, len(terms))
+	for i, t := range terms {
+		if places[i] == termInBody || len(rec.Body) < 200 && places[i] == termHeading {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (l *Local) snippet(rec *index.PageRecord, terms []string) string {
@@ -282,16 +348,26 @@ func (l *Local) snippet(rec *index.PageRecord, terms []string) string {
 
 // Snippets returns q's snippets of the pages at urls that this shard holds
 // (hostFilter, nil = all), by URL; a URL it does not hold or no longer
-// has is left out.
-func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, hostFilter func(host string) bool) (map[string]string, error) {
+// has is left out. places[i] says where urls[i] has each of q's terms
+// (termPlaces of its candidate's TFs), so that the snippet looks for the
+// same terms as SearchSnippets would.
+func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, places [][]int8, hostFilter func(host string) bool) (map[string]string, error) {
 	if q == nil {
 		return nil, ErrEmptyQuery
 	}
+	terms := q.Terms()
+	if len(places) != len(urls) {
+		return nil, fmt.Errorf("search: snippets of %d pages with term places for %d", len(urls), len(places))
+	}
+	for _, p := range places {
+		if len(p) != len(terms) {
+			return nil, fmt.Errorf("search: term places for %d terms, the query has %d", len(p), len(terms))
+		}
+	}
 	r := l.ix.NewReader()
 	defer r.Close()
-	terms := q.Terms()
 	out := make(map[string]string, len(urls))
-	for _, u := range urls {
+	for i, u := range urls {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -305,7 +381,7 @@ func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, hostFilte
 		if hostFilter != nil && !hostFilter(rec.Host) {
 			continue
 		}
-		out[u] = l.snippet(rec, terms)
+		out[u] = l.snippet(rec, snippetTerms(terms, places[i], rec))
 	}
 	return out, nil
 }
@@ -324,7 +400,7 @@ func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {
 		if h.Len() == k {
 			theta := (*h)[0].score
 			// Term-level bound first (cheap), then the block-max bound.
-			ub := e.staticUB
+			ub := e.staticUB + e.proxUB
 			for _, c := range e.all {
 				ub += c.bound
 			}
@@ -332,7 +408,7 @@ func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {
 				e.pruned = true
 				return nil
 			}
-			ub = e.staticUB
+			ub = e.staticUB + e.proxUB
 			end := uint32(index.NoMoreDocs)
 			for _, c := range e.all {
 				last, b := c.shallow(e, d)
@@ -392,6 +468,183 @@ func (e *exec) clauseMatches(c *clauseExec, d uint32) (bool, error) {
 	return phraseAt(e.posBufs[:len(c.cursors)], c.pos), nil
 }
 
+// runRelaxed is run for a relaxed query: a document matches when it has
+// any of the query's terms, and pays missPenalty for those it lacks.
+// Document-at-a-time over the union of the terms' lists with MaxScore
+// pruning: the terms are ordered by score bound, and once k hits are held,
+// the longest prefix of them whose bounds, less the penalties of all the
+// other terms, cannot beat the k-th score is non-essential: a document
+// found only in their lists cannot enter, so candidates come from the
+// other (essential) lists only. Each candidate's bound (the bounds of the
+// terms it has, less the penalties of those it lacks) is checked before
+// it is evaluated. Exact like run: ties break on docID, the visiting
+// order.
+func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
+	n := len(e.terms)
+	e.units = make([]*termCursor, n)
+	for _, c := range e.all {
+		if e.units[c.term] == nil {
+			e.units[c.term] = c
+		}
+	}
+	e.pens = make([]float64, n)
+	order := make([]int, 0, n)
+	for i := range n {
+		if e.units[i] == nil {
+			return fmt.Errorf("search: relaxed query term %q has no cursor", e.terms[i])
+		}
+		e.pens[i] = e.p.Miss * e.idfs[i]
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch ba, bb := e.units[a].bound, e.units[b].bound; {
+		case ba < bb:
+			return -1
+		case ba > bb:
+			return 1
+		}
+		return 0
+	})
+	// ubOnly[j]: the bound of a document found in none of the lists
+	// order[j:], that is of one having at most the terms order[:j].
+	ubOnly := make([]float64, n+1)
+	for j := 0; j <= n; j++ {
+		ub := e.staticUB + e.proxUB
+		for i, u := range order {
+			if i < j {
+				ub += e.units[u].bound
+			} else {
+				ub -= e.pens[u]
+			}
+		}
+		ubOnly[j] = ub
+	}
+	essential := 0 // order[:essential] are non-essential
+	bounds := make([]float64, n)
+	for iter := 0; ; iter++ {
+		if iter&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if h.Len() == k {
+			theta := (*h)[0].score
+			for essential < n && ubOnly[essential+1] <= theta {
+				essential++
+				e.pruned = true
+			}
+			if essential == n {
+				return nil
+			}
+		}
+		d := uint32(index.NoMoreDocs)
+		for _, u := range order[essential:] {
+			d = min(d, e.units[u].p.Doc())
+		}
+		if d == index.NoMoreDocs {
+			return nil
+		}
+		if h.Len() == k {
+			theta := (*h)[0].score
+			// Block-max: the blocks each list holds at d bound every doc
+			// up to the first of them to end; a run the sum cannot beat
+			// is skipped without decoding.
+			ub := e.staticUB + e.proxUB
+			end := uint32(index.NoMoreDocs)
+			for _, u := range order {
+				last, b := e.units[u].shallow(e, d)
+				end = min(end, last)
+				if last == index.NoMoreDocs {
+					ub -= e.pens[u]
+				} else {
+					ub += b
+				}
+			}
+			if ub <= theta {
+				e.pruned = true
+				if end == index.NoMoreDocs {
+					return nil
+				}
+				for _, u := range order[essential:] {
+					e.units[u].p.Advance(end + 1)
+				}
+				continue
+			}
+			// d itself: the terms it lacks pay instead of adding, the
+			// essential ones known already, the others found by advancing
+			// their cursors, best bound first, while d can still enter.
+			ub = e.staticUB + e.proxUB
+			for _, u := range order {
+				c := e.units[u]
+				_, bounds[u] = c.shallow(e, d)
+				if c.p.Doc() <= d {
+					ub += bounds[u]
+				} else {
+					ub -= e.pens[u]
+				}
+			}
+			for i := essential - 1; i >= 0 && ub > theta; i-- {
+				u := order[i]
+				c := e.units[u]
+				if c.p.Doc() > d {
+					continue // already paying for lacking the term
+				}
+				if c.p.Advance(d) != d {
+					ub -= bounds[u] + e.pens[u]
+				}
+			}
+			if ub <= theta {
+				e.pruned = true
+			} else {
+				for _, u := range order[:essential] {
+					e.units[u].p.Advance(d)
+				}
+				if err := e.evaluateRelaxed(d, k, h); err != nil {
+					return err
+				}
+			}
+		} else {
+			for _, u := range order[:essential] {
+				e.units[u].p.Advance(d)
+			}
+			if err := e.evaluateRelaxed(d, k, h); err != nil {
+				return err
+			}
+		}
+		for _, u := range order[essential:] {
+			if c := e.units[u]; c.p.Doc() == d {
+				c.p.Next()
+			}
+		}
+	}
+}
+
+// excluded reports whether doc d matches one of the query's excluded
+// clauses (-word, -"phrase").
+func (e *exec) excluded(d uint32) (bool, error) {
+	for ci := range e.excl {
+		c := &e.excl[ci]
+		for _, tc := range c.cursors {
+			tc.p.Advance(d)
+		}
+		if ok, err := e.clauseMatches(c, d); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// evaluateRelaxed checks and scores doc d, which some term's cursor is on.
+func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
+	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
+		return nil
+	}
+	if excluded, err := e.excluded(d); excluded || err != nil {
+		return err
+	}
+	return e.score(d, k, h)
+}
+
 // phraseAt reports whether some p in lists[0] has p+rel[i]-rel[0] in
 // lists[i] for every i (all lists sorted ascending).
 func phraseAt(lists [][]uint32, rel []int) bool {
@@ -420,11 +673,15 @@ func phraseAt(lists [][]uint32, rel []int) bool {
 }
 
 func (e *exec) hostAllowed(host string) bool {
+	if host == e.lastHost && host != "" {
+		return e.lastHostOK
+	}
 	ok, seen := e.hostOK[host]
 	if !seen {
 		ok = e.q.MatchHost(host) && (e.filter == nil || e.filter(host))
 		e.hostOK[host] = ok
 	}
+	e.lastHost, e.lastHostOK = host, ok
 	return ok
 }
 
@@ -450,35 +707,50 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 			return nil
 		}
 	}
-	for ci := range e.excl {
-		c := &e.excl[ci]
-		for _, tc := range c.cursors {
-			tc.p.Advance(d)
-		}
-		ok, err := e.clauseMatches(c, d)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
+	if excluded, err := e.excluded(d); excluded || err != nil {
+		return err
 	}
+	return e.score(d, k, h)
+}
+
+// score scores doc d, which passed every check, from the cursors on it,
+// and keeps it if it is among the best k so far.
+func (e *exec) score(d uint32, k int, h *hitHeap) error {
 	e.matched++
 	clear(e.has)
 	for _, c := range e.all {
 		if c.p.Doc() == d && !e.has[c.term] {
 			e.has[c.term] = true
 			e.tfs[c.term] = c.p.TF()
+			e.cur[c.term] = c
 		}
 	}
 	lens := e.r.FieldLens(d)
-	s := 0.0
-	for i := range e.terms {
-		if e.has[i] {
-			s += termWeight(&e.p, e.idfs[i], &e.avg, &e.tfs[i], &lens)
-		}
+	s := textScore(&e.p, e.idfs, &e.avg, e.tfs, e.has, &lens)
+	if e.relaxed {
+		s -= missPenalty(&e.p, e.idfs, e.has)
 	}
-	s += staticScore(&e.p, e.r.StaticRank(d))
+	static := staticScore(&e.p, e.r.StaticRank(d))
+	script := sameScript(&e.p, e.q, e.r.Script(d))
+	var prox []uint32
+	if e.prox != nil {
+		// Positions are read only for a doc that could enter the top k
+		// with the largest proximity its TFs allow.
+		if h.Len() == k {
+			root := (*h)[0]
+			ub := (s + e.proxBoundTF() + script + static) * boundSlack
+			if ub < root.score || ub == root.score && d > root.doc {
+				return nil
+			}
+		}
+		var err error
+		if prox, err = e.proxCounts(); err != nil {
+			return err
+		}
+		s += proxScore(&e.p, e.idfs, prox)
+	}
+	s += script
+	s += static
 	if h.Len() == k {
 		root := (*h)[0]
 		if s < root.score || s == root.score && d > root.doc {
@@ -491,13 +763,68 @@ func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
 			tfs[i] = e.tfs[i]
 		}
 	}
+	if prox != nil {
+		prox = slices.Clone(prox)
+	}
 	if h.Len() == k {
-		(*h)[0] = hit{doc: d, score: s, tfs: tfs}
+		(*h)[0] = hit{doc: d, score: s, tfs: tfs, prox: prox}
 		heap.Fix(h, 0)
 	} else {
-		heap.Push(h, hit{doc: d, score: s, tfs: tfs})
+		heap.Push(h, hit{doc: d, score: s, tfs: tfs, prox: prox})
 	}
 	return nil
+}
+
+// proxBoundTF bounds the proximity part of the doc being evaluated by
+// its TFs: a pair's count is at most either term's occurrences.
+func (e *exec) proxBoundTF() float64 {
+	s := 0.0
+	for i := 0; i+1 < len(e.terms); i++ {
+		if !e.has[i] || !e.has[i+1] {
+			continue
+		}
+		x := min(tfSum(&e.tfs[i]), tfSum(&e.tfs[i+1]))
+		s += e.p.Prox * min(e.idfs[i], e.idfs[i+1]) * float64(x) / (e.p.ProxK + float64(x))
+	}
+	return s
+}
+
+// proxCounts counts, for the doc being evaluated, how close each pair of
+// neighbouring terms occurs (proxCount); nil when no pair is close.
+func (e *exec) proxCounts() ([]uint32, error) {
+	clear(e.prox)
+	any := false
+	prev := -1 // the term whose positions are in e.pos[0]
+	for i := 0; i+1 < len(e.terms); i++ {
+		if !e.has[i] || !e.has[i+1] {
+			continue
+		}
+		var err error
+		if prev != i {
+			if e.pos[0], err = e.cur[i].p.Positions(e.pos[0][:0]); err != nil {
+				return nil, err
+			}
+		}
+		if e.pos[1], err = e.cur[i+1].p.Positions(e.pos[1][:0]); err != nil {
+			return nil, err
+		}
+		e.prox[i] = proxCount(e.pos[0], e.pos[1], proxWindow)
+		any = any || e.prox[i] > 0
+		e.pos[0], e.pos[1] = e.pos[1], e.pos[0]
+		prev = i + 1
+	}
+	if !any {
+		return nil, nil
+	}
+	return e.prox, nil
+}
+
+func tfSum(tf *[index.NumFields]uint32) uint32 {
+	n := uint32(0)
+	for _, v := range tf {
+		n += v
+	}
+	return n
 }
 
 // LocalStats returns this shard's statistics for q restricted to hosts

@@ -56,6 +56,115 @@ func TestScoreHandComputed(t *testing.T) {
 	}
 }
 
+func TestScoreProximityAndPenalty(t *testing.T) {
+	p := DefaultParams()
+	p.Weight = [index.NumFields]float64{0, 0, 1, 0, 0}
+	p.B = [index.NumFields]float64{}
+	p.StaticWeight, p.Prox, p.ProxK, p.Miss = 0, 2, 1, 0.5
+	global := &CollectionStats{Docs: 10, DF: map[string]int64{"a": 2, "b": 4, "c": 9}, FieldLenSum: [index.NumFields]int64{0, 0, 100, 0, 0}}
+	q, err := ParseQuery("a b c", index.SharedAnalyzer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// idf a = ln 4.4, b = ln(1+6.5/4.5), c = ln(1+1.5/9.5); tf' = 1 for a
+	// present term (body only, B = 0), so a term adds idf·2.2/2.2 = idf.
+	ia, ib, ic := math.Log(4.4), math.Log(1+6.5/4.5), math.Log(1+1.5/9.5)
+	one := [index.NumFields]uint32{0, 0, 1, 0, 0}
+	tests := []struct {
+		name    string
+		relax   bool
+		tf      map[string][index.NumFields]uint32
+		prox    []uint32
+		want    float64
+		comment string
+	}{
+		{name: "all terms, none close", tf: map[string][index.NumFields]uint32{"a": one, "b": one, "c": one}, want: ia + ib + ic},
+		// a and b close once: 2·min(ia, ib)·1/(1+1); b and c twice: 2·ic·2/3.
+		{name: "close pairs", tf: map[string][index.NumFields]uint32{"a": one, "b": one, "c": one}, prox: []uint32{1, 2},
+			want: ia + ib + ic + 2*ib*0.5 + 2*ic*2.0/3},
+		{name: "proximity of the wrong length counts nothing", tf: map[string][index.NumFields]uint32{"a": one, "b": one, "c": one}, prox: []uint32{1},
+			want: ia + ib + ic},
+		{name: "strict query: a missing term costs nothing more", tf: map[string][index.NumFields]uint32{"a": one, "c": one}, want: ia + ic},
+		{name: "relaxed query: a missing term costs Miss·idf", relax: true, tf: map[string][index.NumFields]uint32{"a": one, "c": one}, want: ia + ic - 0.5*ib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := p
+			p.Relax = tc.relax
+			got := Score(p, global, q, &Candidate{TF: tc.tf, Prox: tc.prox, FieldLen: [index.NumFields]uint32{0, 0, 1, 0, 0}})
+			if math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("Score = %.17g, want %.17g", got, tc.want)
+			}
+		})
+	}
+}
+
+// A query in one script finds the pages of both and, with SameScript,
+// ranks those written in its own first.
+func TestSameScriptFirst(t *testing.T) {
+	docs := []testDoc{
+		{"http://tw.test/1", "tw.test", "開啟檔案", "開啟檔案。開啟檔案。", 0},
+		{"http://cn.test/1", "cn.test", "说明", "请打开文件并修改设置。" + strings.Repeat("这是无关的内容。", 20), 0},
+	}
+	ix := newTestIndex(t, docs, 10)
+	for _, tc := range []struct {
+		q          string
+		sameScript float64
+		first      string
+	}{
+		{"打开文件", 0, "http://tw.test/1"}, // in the title, more often
+		{"打开文件", 5, "http://cn.test/1"},
+		{"開啟檔案", 5, "http://tw.test/1"},
+		{"file 文件", 5, "http://tw.test/1"}, // 文件 does not tell the script
+	} {
+		p := DefaultParams()
+		p.SameScript, p.Relax = tc.sameScript, true
+		q, err := ParseQuery(tc.q, ix.Analyzer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := NewLocal(ix, p).Search(context.Background(), q, 10, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Candidates) != 2 || res.Candidates[0].URL != tc.first {
+			t.Errorf("%q SameScript %v: %v, want %s first", tc.q, tc.sameScript, urls(res), tc.first)
+		}
+		for _, c := range res.Candidates {
+			if got := Score(p, &res.Stats, q, &c); got != c.Score {
+				t.Errorf("%q %s: Score %.17g, engine %.17g", tc.q, c.URL, got, c.Score)
+			}
+		}
+	}
+}
+
+func TestProxCount(t *testing.T) {
+	tests := []struct {
+		name   string
+		a, b   []uint32
+		window int
+		want   uint32
+	}{
+		{"adjacent", []uint32{3}, []uint32{4}, 1, 1},
+		{"same position (a sub-word)", []uint32{3}, []uint32{3}, 1, 1},
+		{"too far", []uint32{3}, []uint32{10}, 5, 0},
+		{"either order", []uint32{10}, []uint32{7}, 3, 1},
+		{"one b near many a counts once", []uint32{1, 2, 3, 4}, []uint32{5}, 8, 1},
+		{"pairs", []uint32{1, 20, 40}, []uint32{2, 22, 60}, 2, 2},
+		{"empty", nil, []uint32{1}, 8, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := proxCount(tc.a, tc.b, tc.window); got != tc.want {
+				t.Errorf("proxCount = %d, want %d", got, tc.want)
+			}
+			if got := proxCount(tc.b, tc.a, tc.window); got != tc.want {
+				t.Errorf("proxCount reversed = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 type testDoc struct {
 	url, host, title, body string
 	rank                   float64
@@ -107,7 +216,11 @@ func TestLocalSemantics(t *testing.T) {
 		{"http://c.com/2", "c.com", "other", "搜索技术和引擎", 0},
 	}
 	ix := newTestIndex(t, docs, 4)
-	l := NewLocal(ix, DefaultParams())
+	// The matching semantics of the query language; relaxed matching has
+	// its own tests.
+	p := DefaultParams()
+	p.Relax = false
+	l := NewLocal(ix, p)
 	a := ix.Analyzer()
 	tests := []struct {
 		q      string
@@ -153,7 +266,7 @@ func TestLocalSemantics(t *testing.T) {
 				t.Errorf("Total %d", res.Total)
 			}
 			for _, c := range res.Candidates {
-				if c.Score != Score(DefaultParams(), &res.Stats, q, &c) || c.Score <= 0 {
+				if c.Score != Score(p, &res.Stats, q, &c) || c.Score <= 0 {
 					t.Errorf("%s: score %v not reproducible", c.URL, c.Score)
 				}
 				if c.Snippet == "" || !strings.Contains(c.Snippet, "<b>") {
@@ -199,51 +312,40 @@ func TestTopKEqualsExhaustive(t *testing.T) {
 	}
 	ix := newTestIndex(t, docs, 211)
 	a := ix.Analyzer()
-	p := DefaultParams()
-	p.StaticWeight = 2 // large enough to interact with pruning
-	l := NewLocal(ix, p)
 	queries := []string{"pi", "alpha", "xi omicron", "alpha beta", "kappa OR pi", "alpha -beta", `"alpha beta"`,
-		"nu OR xi OR omicron", "gamma delta epsilon", "beta site:h3.example", "lambda OR alpha mu"}
+		"nu OR xi OR omicron", "gamma delta epsilon", "beta site:h3.example", "lambda OR alpha mu",
+		"pi omicron xi nu", "alpha beta gamma delta -zeta"}
 	global := &CollectionStats{Docs: 100000, DF: map[string]int64{"alpha": 90000, "pi": 10}, FieldLenSum: [index.NumFields]int64{200000, 0, 3000000, 500000}}
-	pruned := 0
-	for _, qs := range queries {
-		q, err := ParseQuery(qs, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range []*CollectionStats{nil, global} {
-			full, err := l.Search(context.Background(), q, n, g, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !full.TotalExact {
-				t.Fatalf("%q: exhaustive run pruned", qs)
-			}
-			for _, k := range []int{1, 3, 10, 50} {
-				top, err := l.Search(context.Background(), q, k, g, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !top.TotalExact {
-					pruned++
-				}
-				want := full.Candidates[:min(k, len(full.Candidates))]
-				if len(top.Candidates) != len(want) {
-					t.Fatalf("%q k=%d: %d hits, want %d", qs, k, len(top.Candidates), len(want))
-				}
-				for i := range want {
-					if top.Candidates[i].URL != want[i].URL || top.Candidates[i].Score != want[i].Score {
-						t.Fatalf("%q k=%d #%d: %s %.17g, want %s %.17g", qs, k, i, top.Candidates[i].URL, top.Candidates[i].Score, want[i].URL, want[i].Score)
-					}
-				}
-			}
-		}
+	base := DefaultParams()
+	base.StaticWeight = 2 // large enough to interact with pruning
+	variants := []struct {
+		name   string
+		change func(*Params)
+	}{
+		{"strict", func(p *Params) { p.Relax, p.Prox = false, 0 }},
+		{"proximity", func(p *Params) { p.Relax, p.Prox = false, 1.5 }},
+		{"relaxed", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0.7, 0 }},
+		{"relaxed without penalty", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0, 0 }},
+		{"relaxed tiered", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 100, 1 }},
+		{"relaxed with proximity", func(p *Params) { p.Relax, p.Miss, p.Prox = true, 0.3, 2 }},
+		// Title-heavy weights make the lists' bounds far apart, so that a
+		// non-essential list is often already past the document being
+		// bounded (a case runRelaxed once paid for twice).
+		{"relaxed title-heavy", func(p *Params) {
+			p.Relax, p.Miss, p.Prox = true, 0, 0
+			p.Weight = [index.NumFields]float64{12, 8, 1, 1.5, 1}
+		}},
 	}
-	if pruned == 0 {
-		t.Error("no query was pruned: the test does not exercise dynamic pruning")
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			p := base
+			v.change(&p)
+			topKEqualsExhaustive(t, NewLocal(ix, p), p, queries, global, n)
+		})
 	}
-	t.Logf("%d of %d top-k runs pruned", pruned, len(queries)*2*4)
 	// Independent check of the matching semantics by brute force.
+	base.Relax = false
+	l := NewLocal(ix, base)
 	contains := func(d testDoc, w string) bool {
 		return slices.Contains(strings.Fields(d.title), w) || slices.Contains(strings.Fields(d.body), w) || strings.Contains(d.url, w)
 	}
@@ -283,14 +385,70 @@ func TestLocalStatsWithFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all.Docs != 3 || all.DF["apple"] != 3 || all.DF["banana"] != 1 {
+	// "apple" is searched as its stem, appl.
+	if all.Docs != 3 || all.DF["appl"] != 3 || all.DF["banana"] != 1 {
 		t.Errorf("unfiltered %+v", all)
 	}
 	onlyA, err := l.LocalStats(context.Background(), q, func(h string) bool { return h == "a.com" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if onlyA.Docs != 2 || onlyA.DF["apple"] != 2 || onlyA.DF["banana"] != 0 || onlyA.FieldLenSum[index.FieldBody] != 3 {
+	if onlyA.Docs != 2 || onlyA.DF["appl"] != 2 || onlyA.DF["banana"] != 0 || onlyA.FieldLenSum[index.FieldBody] != 3 {
 		t.Errorf("filtered %+v", onlyA)
 	}
+}
+
+// topKEqualsExhaustive checks that l's top k, for several k, is the first
+// k of its exhaustive ranking (k = n), with the shard's statistics and
+// with global ones, and that the engine's scores are Score's.
+func topKEqualsExhaustive(t *testing.T, l *Local, p Params, queries []string, global *CollectionStats, n int) {
+	t.Helper()
+	a := l.ix.Analyzer()
+	pruned := 0
+	for _, qs := range queries {
+		q, err := ParseQuery(qs, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*CollectionStats{nil, global} {
+			full, err := l.Search(context.Background(), q, n, g, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !full.TotalExact {
+				t.Fatalf("%q: exhaustive run pruned", qs)
+			}
+			stats := g
+			if stats == nil {
+				stats = &full.Stats
+			}
+			for i := range full.Candidates {
+				if got := Score(p, stats, q, &full.Candidates[i]); got != full.Candidates[i].Score {
+					t.Fatalf("%q #%d: Score %.17g, engine %.17g", qs, i, got, full.Candidates[i].Score)
+				}
+			}
+			for _, k := range []int{1, 3, 10, 50} {
+				top, err := l.Search(context.Background(), q, k, g, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !top.TotalExact {
+					pruned++
+				}
+				want := full.Candidates[:min(k, len(full.Candidates))]
+				if len(top.Candidates) != len(want) {
+					t.Fatalf("%q k=%d: %d hits, want %d", qs, k, len(top.Candidates), len(want))
+				}
+				for i := range want {
+					if top.Candidates[i].URL != want[i].URL || top.Candidates[i].Score != want[i].Score {
+						t.Fatalf("%q k=%d #%d: %s %.17g, want %s %.17g", qs, k, i, top.Candidates[i].URL, top.Candidates[i].Score, want[i].URL, want[i].Score)
+					}
+				}
+			}
+		}
+	}
+	if pruned == 0 {
+		t.Error("no query was pruned: the test does not exercise dynamic pruning")
+	}
+	t.Logf("%d of %d top-k runs pruned", pruned, len(queries)*2*4)
 }

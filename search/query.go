@@ -47,6 +47,7 @@ type Group struct {
 // subdomain; no host may match ExcludeSites.
 type Query struct {
 	raw          string
+	script       index.Script // of the query's text (Params.SameScript)
 	Groups       []Group
 	Exclude      []Clause `json:",omitempty"`
 	Sites        []string `json:",omitempty"`
@@ -73,6 +74,20 @@ func (q *Query) Terms() []string {
 		}
 	}
 	return out
+}
+
+// Relaxable reports whether documents lacking some of q's terms may
+// match it (Params.Relax): q has at least two terms, and every group is a
+// single clause that is not a phrase. A quoted phrase or an OR says the
+// user chose the words; a word that the analyzer split (Chinese written
+// without spaces) is relaxed term by term like words typed apart.
+func (q *Query) Relaxable() bool {
+	for _, g := range q.Groups {
+		if len(g.Clauses) != 1 || g.Clauses[0].Phrase {
+			return false
+		}
+	}
+	return len(q.Terms()) >= 2
 }
 
 // String is a canonical form of the query (equal queries print equally),
@@ -257,7 +272,7 @@ func ParseQuery(q string, a *index.Analyzer) (*Query, error) {
 		return nil, ErrQueryTooLong
 	}
 	q = sanitize(q)
-	query := &Query{raw: q}
+	query := &Query{raw: q, script: a.Script(q)}
 	nterms := 0
 	toClause := func(text string, phrase bool) (Clause, bool) {
 		toks := a.AnalyzeQuery(text)

@@ -17,25 +17,26 @@ func TestParseQuery(t *testing.T) {
 		want    string // canonical String()
 		wantErr error
 	}{
-		{q: "apple banana", want: "apple banana"},
-		{q: "Apple  BANANA ", want: "apple banana"},
-		{q: `"apple pie" recipe`, want: `"apple 1:pie" recipe`},
-		{q: "apple -banana", want: "apple -banana"},
-		{q: `apple -"banana split"`, want: `apple -"banana 1:split"`},
-		{q: "apple OR pear banana", want: "apple OR pear banana"},
-		{q: "apple | pear", want: "apple OR pear"},
-		{q: "apple or pear", want: "apple or pear"}, // lowercase or is a word
-		{q: "OR apple OR", want: "apple"},
-		{q: "site:Example.COM apple", want: "apple site:example.com"},
-		{q: "apple site:https://www.example.com/path -site:bad.example", want: "apple site:www.example.com -site:bad.example"},
+		{q: "apple banana", want: "appl banana"}, // English words are stemmed
+		{q: "Inserting Envelopes", want: "insert envelop"},
+		{q: "Apple  BANANA ", want: "appl banana"},
+		{q: `"apple pie" recipe`, want: `"appl 1:pie" recip`},
+		{q: "apple -banana", want: "appl -banana"},
+		{q: `apple -"banana split"`, want: `appl -"banana 1:split"`},
+		{q: "apple OR pear banana", want: "appl OR pear banana"},
+		{q: "apple | pear", want: "appl OR pear"},
+		{q: "apple or pear", want: "appl or pear"}, // lowercase or is a word
+		{q: "OR apple OR", want: "appl"},
+		{q: "site:Example.COM apple", want: "appl site:example.com"},
+		{q: "apple site:https://www.example.com/path -site:bad.example", want: "appl site:www.example.com -site:bad.example"},
 		{q: "搜索引擎", want: "搜索引擎"},
 		{q: "我们的搜索引擎", want: "我们+的+搜索引擎"},
 		{q: "資訊檢索", want: "信息检索"}, // Traditional, read in mainland words
 		{q: `"開啟檔案"`, want: `"打开 1:文件"`},
 		{q: "檔案 設定", want: "文件 设置"},
 		{q: "文件 设置", want: "文件 设置"},
-		{q: `"unbalanced phrase`, want: `"unbalanced 1:phrase"`},
-		{q: `"single"`, want: "single"},
+		{q: `"unbalanced phrase`, want: `"unbalanc 1:phrase"`},
+		{q: `"single"`, want: "singl"},
 		{q: "ｆｕｌｌ　ｗｉｄｔｈ", want: "full width"},
 		{q: "C++ AT&T", want: "c++ at&t"},
 		{q: "a\x00b\x01c", want: "a b c"},
@@ -77,13 +78,33 @@ func TestParseQuery(t *testing.T) {
 	}
 }
 
+func TestRelaxable(t *testing.T) {
+	for q, want := range map[string]bool{
+		"inserting envelopes":   true,
+		"我们的搜索引擎":               true, // one word the analyzer splits
+		"envelopes":             false,
+		`"inserting envelopes"`: false,
+		"envelopes OR letters":  false,
+		"insert -envelopes":     false,
+		"insert envelopes -x":   true,
+	} {
+		pq, err := ParseQuery(q, index.SharedAnalyzer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pq.Relaxable(); got != want {
+			t.Errorf("%q: Relaxable() = %v, want %v", q, got, want)
+		}
+	}
+}
+
 func TestQueryTermsAndHosts(t *testing.T) {
 	a := index.SharedAnalyzer()
 	q, err := ParseQuery(`apple "apple pie" OR banana -cherry site:example.com -site:bad.example.com`, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := q.Terms(); !slices.Equal(got, []string{"apple", "pie", "banana"}) {
+	if got := q.Terms(); !slices.Equal(got, []string{"appl", "pie", "banana"}) {
 		t.Errorf("Terms() = %v", got)
 	}
 	for host, want := range map[string]bool{

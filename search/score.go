@@ -39,7 +39,12 @@ type Candidate struct {
 	StaticRank                float64
 	TF                        map[string][index.NumFields]uint32 // per query term, per field
 	FieldLen                  [index.NumFields]uint32
-	Score                     float64
+	// Prox counts, per pair of neighbouring query terms (Query.Terms
+	// order), how close the pair occurs (proxCount); nil when no pair does.
+	Prox []uint32 `json:",omitempty"`
+	// Script is the Chinese script the page is written in.
+	Script index.Script `json:",omitempty"`
+	Score  float64
 	// NoSnippet says the shard left Snippet out (Local.SearchSnippets).
 	NoSnippet bool `json:",omitempty"`
 }
@@ -49,16 +54,40 @@ type Params struct {
 	K1           float64
 	B, Weight    [index.NumFields]float64
 	StaticWeight float64
+	// Prox weighs term proximity and ProxK saturates it (proxScore).
+	Prox, ProxK float64
+	// SameScript is added for a page written in the script of a query
+	// in Chinese (sameScript).
+	SameScript float64
+	// Relax lets a relaxable query (Query.Relaxable) match documents
+	// that lack some of its terms, each missing term costing Miss times
+	// its idf (missPenalty).
+	Relax bool
+	Miss  float64
 }
 
-// DefaultParams: title and anchor text weigh more than body; URL words a
-// little more than body. Order of fields: title, anchor, body, URL.
+// DefaultParams are the ranking a node serves, tuned on the development
+// parts of the judgment sets (QUALITY.md has the figures and how to rerun
+// them). Order of fields: title, anchor, body, URL, headings. A title or
+// anchor text that holds the query's words names the page's subject, so
+// they weigh far more than body; anchor text is barely length-normalised
+// (a page many links name is not less about their words). A query of
+// several words is relaxed: a page lacking one of them pays half that
+// word's idf rather than disappearing, since known-item queries often use
+// a word the page does not (a synonym, another inflection). Neighbouring
+// query words found close together earn a proximity bonus, and a page in
+// the script of a Chinese query is preferred to its copy in the other.
 func DefaultParams() Params {
 	return Params{
-		K1:           1.2,
-		B:            [index.NumFields]float64{0.5, 0.4, 0.75, 0.3},
-		Weight:       [index.NumFields]float64{3, 2, 1, 1.5},
+		K1:           1.6,
+		B:            [index.NumFields]float64{0.5, 0.1, 0.75, 0.3, 0.5},
+		Weight:       [index.NumFields]float64{12, 8, 1, 1.5, 1},
 		StaticWeight: 0.5,
+		Prox:         1,
+		ProxK:        1,
+		SameScript:   4,
+		Relax:        true,
+		Miss:         0.5,
 	}
 }
 
@@ -79,6 +108,18 @@ func (p Params) sanitized() Params {
 	}
 	if !(p.StaticWeight >= 0) || math.IsInf(p.StaticWeight, 0) {
 		p.StaticWeight = 0
+	}
+	if !(p.Prox >= 0) || math.IsInf(p.Prox, 0) {
+		p.Prox = 0
+	}
+	if !(p.ProxK > 0) || math.IsInf(p.ProxK, 0) {
+		p.ProxK = 1
+	}
+	if !(p.Miss >= 0) || math.IsInf(p.Miss, 0) {
+		p.Miss = 0
+	}
+	if !(p.SameScript >= 0) || math.IsInf(p.SameScript, 0) {
+		p.SameScript = 0
 	}
 	return p
 }
@@ -143,10 +184,11 @@ func staticScore(p *Params, rank float64) float64 {
 	return p.StaticWeight * rank / (1 + rank)
 }
 
-// Score computes the exact BM25F+static score of a candidate from global
-// statistics. Pure function; the coordinator's rescoring and the local
-// engine call the same arithmetic in the same order, so scores are
-// identical bit for bit.
+// Score computes the exact score of a candidate from global statistics:
+// BM25F over its terms, less the penalty of the terms it lacks (a relaxed
+// query), plus proximity and static rank. Pure function; the
+// coordinator's rescoring and the local engine run the same arithmetic in
+// the same order (scoreParts), so scores are identical bit for bit.
 func Score(p Params, global *CollectionStats, q *Query, c *Candidate) float64 {
 	p = p.sanitized()
 	avg := avgLens(global)
@@ -155,13 +197,122 @@ func Score(p Params, global *CollectionStats, q *Query, c *Candidate) float64 {
 	if global != nil {
 		n, dfs = global.Docs, global.DF
 	}
+	terms := q.Terms()
+	idfs := make([]float64, len(terms))
+	tfs := make([][index.NumFields]uint32, len(terms))
+	has := make([]bool, len(terms))
+	for i, t := range terms {
+		idfs[i] = idf(n, dfs[t])
+		tfs[i], has[i] = c.TF[t]
+	}
+	s := textScore(&p, idfs, &avg, tfs, has, &c.FieldLen)
+	if p.Relax && q.Relaxable() {
+		s -= missPenalty(&p, idfs, has)
+	}
+	s += proxScore(&p, idfs, c.Prox)
+	s += sameScript(&p, q, c.Script)
+	return s + staticScore(&p, c.StaticRank)
+}
+
+// sameScript is what a page written in the query's script gets: a query
+// in Simplified (Traditional) characters finds pages of both scripts
+// (index folds them), and prefers those its reader writes. A query that
+// does not tell (English, or 巨集) prefers none.
+func sameScript(p *Params, q *Query, page index.Script) float64 {
+	if q.script == index.ScriptUnknown || page != q.script {
+		return 0
+	}
+	return p.SameScript
+}
+
+// textScore is the BM25F part: the sum of the present terms' weights, in
+// query order.
+func textScore(p *Params, idfs []float64, avg *[index.NumFields]float64, tfs [][index.NumFields]uint32, has []bool, lens *[index.NumFields]uint32) float64 {
 	s := 0.0
-	for _, t := range q.Terms() {
-		tf, ok := c.TF[t]
-		if !ok {
+	for i := range idfs {
+		if has[i] {
+			s += termWeight(p, idfs[i], avg, &tfs[i], lens)
+		}
+	}
+	return s
+}
+
+// missPenalty is what a document pays for the query terms it lacks:
+// Miss·idf each, so that lacking a rare term costs more than lacking a
+// common one, on the scale of what the term would have added.
+func missPenalty(p *Params, idfs []float64, has []bool) float64 {
+	s := 0.0
+	for i := range idfs {
+		if !has[i] {
+			s += p.Miss * idfs[i]
+		}
+	}
+	return s
+}
+
+// proxScore is the proximity part: for each pair of neighbouring query
+// terms (i, i+1) with count x = prox[i] (proxCount),
+//
+//	Prox * min(idf_i, idf_i+1) * x / (ProxK + x)
+//
+// which is below Prox * min(idf_i, idf_i+1) whatever x (the bound pruning
+// uses). A prox of the wrong length scores nothing (validate refuses it
+// from a peer).
+func proxScore(p *Params, idfs []float64, prox []uint32) float64 {
+	if p.Prox == 0 || len(prox) != len(idfs)-1 {
+		return 0
+	}
+	s := 0.0
+	for i, x := range prox {
+		if x == 0 {
 			continue
 		}
-		s += termWeight(&p, idf(n, dfs[t]), &avg, &tf, &c.FieldLen)
+		s += p.Prox * min(idfs[i], idfs[i+1]) * float64(x) / (p.ProxK + float64(x))
 	}
-	return s + staticScore(&p, c.StaticRank)
+	return s
+}
+
+// proxBound bounds proxScore for any counts.
+func proxBound(p *Params, idfs []float64) float64 {
+	if p.Prox == 0 {
+		return 0
+	}
+	s := 0.0
+	for i := 0; i+1 < len(idfs); i++ {
+		s += p.Prox * min(idfs[i], idfs[i+1])
+	}
+	return s
+}
+
+// proxWindow is how many positions apart two terms may be to count as
+// close (proxCount): a protocol constant, not a parameter, since shards
+// count and coordinators score, and a page must score alike everywhere.
+// It is below the gap between fields (and anchors), so a pair never
+// spans two of them.
+const proxWindow = 4
+
+// proxCount is how close two terms occur in a document, given their
+// positions (ascending; every field in one position space): the
+// occurrences of a with an occurrence of b at most window positions away,
+// or those of b with one of a, whichever are fewer. It is at most the
+// number of occurrences of either term, which is what a coordinator can
+// check.
+func proxCount(a, b []uint32, window int) uint32 {
+	return min(near(a, b, window), near(b, a, window))
+}
+
+// near counts the elements of a with an element of b within window.
+func near(a, b []uint32, window int) uint32 {
+	n := uint32(0)
+	j := 0
+	w := int64(window)
+	for _, x := range a {
+		for j < len(b) && int64(b[j]) < int64(x)-w {
+			j++
+		}
+		if j < len(b) && int64(b[j]) <= int64(x)+w {
+			n++
+		}
+	}
+	return n
 }

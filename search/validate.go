@@ -83,9 +83,13 @@ func validateShardResult(r *ShardResult, q *Query, k int) error {
 	}
 	withTerm := map[string]int64{}
 	urls := make(map[string]bool, len(r.Candidates))
+	order := q.Terms()
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
 		if err := validateCandidate(c, terms); err != nil {
+			return err
+		}
+		if err := validateProx(c, order); err != nil {
 			return err
 		}
 		if urls[c.URL] {
@@ -115,10 +119,15 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 		// (javascript:, a URL with spaces or control characters) would
 		// become a link on the result page.
 		return implausible("URL %.100q is not a normalised http(s) URL", c.URL)
-	case len(c.Title) > maxTitleBytes || len(c.Snippet) > maxSnippetBytes:
-		return implausible("title or snippet too long for %.100q", c.URL)
+	case len(c.Title) > maxTitleBytes:
+		return implausible("title too long for %.100q", c.URL)
+	case c.Snippet != "":
+		// Snippets come in the second round, for the results shown only.
+		return implausible("a snippet, not asked for, with %.100q", c.URL)
 	case math.IsNaN(c.StaticRank) || math.IsInf(c.StaticRank, 0) || c.StaticRank < 0:
 		return implausible("static rank %v for %.100q", c.StaticRank, c.URL)
+	case c.Script > index.ScriptTraditional:
+		return implausible("script %d for %.100q", c.Script, c.URL)
 	}
 	if h := candidateHost(c.URL); h == "" || !strings.EqualFold(h, c.Host) {
 		return implausible("host %.100q does not match URL %.100q", c.Host, c.URL)
@@ -139,6 +148,25 @@ func validateCandidate(c *Candidate, terms map[string]bool) error {
 			if tf[f] > c.FieldLen[f] {
 				return implausible("tf %d of %.40q in field %d longer than the field (%d) of %.100q", tf[f], t, f, c.FieldLen[f], c.URL)
 			}
+		}
+	}
+	return nil
+}
+
+// validateProx checks a candidate's proximity counts: one per pair of
+// neighbouring query terms, each at most the occurrences of either term
+// of its pair (proxCount never counts more).
+func validateProx(c *Candidate, terms []string) error {
+	if len(c.Prox) == 0 {
+		return nil
+	}
+	if len(c.Prox) != len(terms)-1 {
+		return implausible("%d proximity counts for %d query terms of %.100q", len(c.Prox), len(terms), c.URL)
+	}
+	for i, x := range c.Prox {
+		a, b := c.TF[terms[i]], c.TF[terms[i+1]]
+		if x > min(tfSum(&a), tfSum(&b)) {
+			return implausible("proximity count %d of %.40q and %.40q above their occurrences in %.100q", x, terms[i], terms[i+1], c.URL)
 		}
 	}
 	return nil

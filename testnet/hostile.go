@@ -79,13 +79,18 @@ type HonestRefusals struct {
 	ItemsRefused      int64  `json:"items_refused"`
 	MembersRefused    uint64 `json:"members_refused"`
 	HeartbeatsIgnored uint64 `json:"heartbeats_ignored"`
-	ClaimsRefused     uint64 `json:"claims_refused"`
-	ClaimsThrottled   uint64 `json:"claims_throttled"`
-	URLBatchesBusy    uint64 `json:"url_batches_busy"`
-	URLsFiltered      uint64 `json:"urls_filtered"`
-	SearchesRefused   uint64 `json:"searches_refused"`
-	StreamsRefused    uint64 `json:"streams_refused"`
-	StreamsTimedOut   uint64 `json:"streams_timed_out"`
+	// CandidateDialsFailed counts heard-of origins that were dialled and
+	// not there (phantoms); RelayersBanned the peers blacklisted in gossip
+	// for relaying them, whose later heartbeats are dropped uncounted.
+	CandidateDialsFailed uint64 `json:"candidate_dials_failed"`
+	RelayersBanned       uint64 `json:"relayers_banned"`
+	ClaimsRefused        uint64 `json:"claims_refused"`
+	ClaimsThrottled      uint64 `json:"claims_throttled"`
+	URLBatchesBusy       uint64 `json:"url_batches_busy"`
+	URLsFiltered         uint64 `json:"urls_filtered"`
+	SearchesRefused      uint64 `json:"searches_refused"`
+	StreamsRefused       uint64 `json:"streams_refused"`
+	StreamsTimedOut      uint64 `json:"streams_timed_out"`
 }
 
 // hostileRun is the attackers of one run.
@@ -306,6 +311,8 @@ func (h *hostileRun) report(ctx context.Context, l *launcher, v *honestView, pro
 			r.ItemsRefused += st.HandoffRefused
 			r.MembersRefused += st.P2P.MembersRefused
 			r.HeartbeatsIgnored += st.P2P.HeartbeatsIgnored
+			r.CandidateDialsFailed += st.P2P.CandidateDialsFailed
+			r.RelayersBanned += st.P2P.RelayersBanned
 			r.ClaimsRefused += st.P2P.ClaimsRefused
 			r.ClaimsThrottled += st.P2P.ClaimsThrottled
 			r.URLBatchesBusy += st.P2P.URLBatchesRefused

@@ -36,7 +36,7 @@ func TestHostileNetwork(t *testing.T) {
 		t.Error("the attacker forged no page: the poison class did not run")
 	}
 	r := h.Refused
-	if r.NonMemberStreams == 0 || r.Malformed == 0 || r.ItemsRefused == 0 || r.URLsFiltered == 0 || r.HeartbeatsIgnored+r.MembersRefused == 0 {
+	if r.NonMemberStreams == 0 || r.Malformed == 0 || r.ItemsRefused == 0 || r.URLsFiltered == 0 || r.HeartbeatsIgnored+r.MembersRefused+r.CandidateDialsFailed == 0 {
 		t.Errorf("the honest nodes counted too little as refused: %+v", r)
 	}
 	for i, mb := range h.HonestRSSPeakMB {

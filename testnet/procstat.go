@@ -61,7 +61,7 @@ func (s *procSampler) sample(l *launcher) {
 		if err != nil {
 			continue
 		}
-		cpu, err := cpuSecondsOf(pid)
+		cpu, err := CPUSecondsOf(pid)
 		if err != nil {
 			continue
 		}
@@ -127,8 +127,8 @@ func rssOf(pid int) (anon, file float64, err error) {
 // every Linux architecture Go supports.
 const clockTicks = 100
 
-// cpuSecondsOf reads the user and system CPU time of pid.
-func cpuSecondsOf(pid int) (float64, error) {
+// CPUSecondsOf reads the user and system CPU time of pid.
+func CPUSecondsOf(pid int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err

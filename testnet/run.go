@@ -164,6 +164,21 @@ func (c *RunConfig) Validate() error {
 	return nil
 }
 
+// progressLogger writes a line of progress to w (nil: nowhere). The
+// returned function may be called from several goroutines (the attackers,
+// the query runners); w need not be safe for that.
+func progressLogger(w io.Writer) func(string, ...any) {
+	var mu sync.Mutex
+	return func(format string, a ...any) {
+		if w == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, format+"\n", a...)
+	}
+}
+
 // Run starts the simulated web and the nodes, seeds the crawl, waits until
 // the network is idle, runs the query phase and returns the report.
 func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
@@ -173,11 +188,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 15 * time.Minute
 	}
-	logf := func(format string, a ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", a...)
-		}
-	}
+	logf := progressLogger(cfg.Progress)
 	dir := cfg.Dir
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -265,11 +265,7 @@ func Sim(ctx context.Context, cfg SimConfig) (*SimReport, error) {
 		lat:     simweb.LatencyMatrix(cfg.Seed, cfg.LatencyMin, cfg.LatencyMax),
 		stop:    make(chan struct{}),
 		peerIP:  map[peer.ID]string{},
-		logf: func(format string, a ...any) {
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, format+"\n", a...)
-			}
-		},
+		logf:    progressLogger(cfg.Progress),
 	}
 	s.traffic = newTraffic(cfg.Loss, s.peerLatency, s.stop)
 	web, err := simweb.Start(ctx, simweb.Config{

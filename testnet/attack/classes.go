@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -348,9 +349,10 @@ func (a *Attacker) farHosts(tg Targets, n int) []string {
 // searchAmp asks every honest node, from the member and many at once, for
 // thousands of candidates with snippets.
 func (a *Attacker) searchAmp(ctx context.Context, tg Targets) {
+	v := strconv.Itoa(search.WireVersion)
 	reqs := [][]byte{
-		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":6000,"s":6000}`),
-		[]byte(`{"v":2,"a":"` + a.analyzer + `","q":"the of and","k":2000,"s":100}`),
+		[]byte(`{"v":` + v + `,"a":"` + a.analyzer + `","q":"the of and","k":6000}`),
+		[]byte(`{"v":` + v + `,"a":"` + a.analyzer + `","q":"the of and","k":2000}`),
 	}
 	var wg sync.WaitGroup
 	for _, id := range nodeIDs(tg) {
@@ -403,8 +405,9 @@ func deadlineOf(ctx context.Context) time.Time {
 }
 
 // forgedAnswer is the member's answer to every shard request: a result for
-// a host it does not hold, statistics no shard could have, and a snippet
-// that is HTML.
+// a host it does not hold carrying an HTML snippet (shards send none),
+// statistics no shard could have, and a result of its own whose title is
+// HTML.
 func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte, error) {
 	tok := a.cfg.Token
 	snippet := `<form action="/dashboard/seed" method="post"><input name="urls" value="http://evil.example/"></form>` +
@@ -418,10 +421,10 @@ func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte,
 		Total: 1_000_000,
 	}
 	if own != "" {
-		res.Candidates = append(res.Candidates, search.Candidate{URL: own + tok, Host: hostOf(own), Title: tok + ` <script>alert(1)</script>`, Snippet: snippet})
+		res.Candidates = append(res.Candidates, search.Candidate{URL: own + tok, Host: hostOf(own), Title: tok + ` <script>alert(1)</script>`})
 	}
 	a.count(ForgedAnswers, false)
-	return json.Marshal(map[string]any{"v": 2, "a": a.analyzer, "r": res})
+	return json.Marshal(map[string]any{"v": search.WireVersion, "a": a.analyzer, "r": res})
 }
 
 // httpAttacks tries the honest nodes' HTTP APIs as a web page on another
