@@ -38,10 +38,12 @@ const (
 	// a new holder).
 	KindPull
 	// KindLink: a link found on the host (a forwarded URL's source host):
-	// the sender crawls it (its owner, or the second closest while the
-	// closest joined within Grace and the sender may not have heard of
-	// it yet), so a member cannot put words in the mouth of hosts it
-	// does not crawl.
+	// the sender crawls it (its owner, or the closest but for members,
+	// this node included, that joined within Grace + Drain: the previous
+	// owner crawls until it hears of the join, within Grace, and the
+	// requests it began by then end within Drain, their links forwarded
+	// to the hosts' owners), so a member cannot put words in the mouth of
+	// hosts it does not crawl.
 	KindLink
 	// KindRelay: a URL record passed on by a member on the way: members
 	// forward a record to the closest member they know, so the sender is
@@ -68,10 +70,17 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 	case KindPull:
 		return rank(m.cfg.Space, m.members, host, r, from) >= 0
 	case KindLink:
-		return crawlsIn(m.cfg.Space, m.members, from, host, func(p peer.ID) bool {
-			at, ok := m.joinedAt[p]
-			return ok && now.Sub(at) < m.cfg.Grace
-		})
+		var recent []peer.ID // joined within Grace + Drain, this node included
+		window := m.cfg.Grace + m.cfg.Drain
+		if !m.settle.firstSeen.IsZero() && now.Sub(m.settle.firstSeen) < window {
+			recent = append(recent, m.cfg.Self)
+		}
+		for p, at := range m.joinedAt {
+			if now.Sub(at) < window {
+				recent = append(recent, p)
+			}
+		}
+		return crawlsIn(m.cfg.Space, m.members, from, host, recent)
 	case KindRelay:
 		return rank(m.cfg.Space, m.members, host, r+1, from) >= 0
 	}
@@ -102,15 +111,17 @@ func handoffFrom(space Keyspace, members, founders []peer.ID, self, from peer.ID
 }
 
 // crawlsIn says whether from crawls host in the view members: it is the
-// owner, or the second closest while the closest joined so recently that
-// from may not have heard of it yet (newJoiner).
-func crawlsIn(space Keyspace, members []peer.ID, from peer.ID, host string, newJoiner func(peer.ID) bool) bool {
-	closest := space.Replicas(members, host, 2)
-	switch {
-	case len(closest) > 0 && closest[0] == from:
-		return true
-	case len(closest) > 1 && closest[1] == from:
-		return newJoiner(closest[0])
+// owner, or the closest but for members that joined so recently (recent)
+// that from may not have heard of them yet or still ends the requests it
+// began before it did.
+func crawlsIn(space Keyspace, members []peer.ID, from peer.ID, host string, recent []peer.ID) bool {
+	for _, p := range space.Replicas(members, host, len(recent)+1) {
+		if p == from {
+			return true
+		}
+		if !slices.Contains(recent, p) {
+			return false
+		}
 	}
 	return false
 }

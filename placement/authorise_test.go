@@ -60,19 +60,19 @@ func TestCrawlsIn(t *testing.T) {
 	const host = "h.test"
 	space := ringSpace{}
 	o := space.Replicas(members, host, len(members))
-	isNew := func(p peer.ID) bool { return p == o[0] }
-	never := func(peer.ID) bool { return false }
 	tests := []struct {
 		name   string
 		from   peer.ID
-		recent func(peer.ID) bool
+		recent []peer.ID
 		want   bool
 	}{
-		{"the owner", o[0], never, true},
-		{"the replica", o[1], never, false},
-		{"the replica while the owner just joined (the replica crawled it until then)", o[1], isNew, true},
-		{"the third closest while the owner just joined", o[2], isNew, false},
-		{"a far member", o[5], never, false},
+		{"the owner", o[0], nil, true},
+		{"the replica", o[1], nil, false},
+		{"the replica while the owner just joined (the replica crawled it until then)", o[1], []peer.ID{o[0]}, true},
+		{"the third closest while the owner just joined", o[2], []peer.ID{o[0]}, false},
+		{"the third closest while the two closer just joined", o[2], []peer.ID{o[0], o[1]}, true},
+		{"the third closest while the owner and a far member just joined", o[2], []peer.ID{o[0], o[5]}, false},
+		{"a far member", o[5], nil, false},
 	}
 	for _, tc := range tests {
 		if got := crawlsIn(space, members, tc.from, host, tc.recent); got != tc.want {
@@ -192,7 +192,6 @@ func BenchmarkWhoMaySend(b *testing.B) {
 	const host = "h.test"
 	space := ringSpace{}
 	o := space.Replicas(members, host, 3)
-	never := func(peer.ID) bool { return false }
 	b.Run("replica", func(b *testing.B) {
 		for b.Loop() {
 			replicaFrom(space, members, o[1], o[0], host, 2)
@@ -205,7 +204,7 @@ func BenchmarkWhoMaySend(b *testing.B) {
 	})
 	b.Run("link", func(b *testing.B) {
 		for b.Loop() {
-			crawlsIn(space, members, o[0], host, never)
+			crawlsIn(space, members, o[0], host, nil)
 		}
 	})
 }

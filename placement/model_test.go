@@ -265,7 +265,7 @@ func (w *world) run() {
 			}
 		}
 		for i := range modelHosts {
-			w.nodes[0].forward(pageURL(hostName(i), 0))
+			w.nodes[0].forward(fwdURL{url: pageURL(hostName(i), 0)})
 		}
 	}
 	w.at(100*time.Millisecond, seed)
@@ -541,8 +541,15 @@ type durable struct {
 	crawl      map[string]*crawlState   // the crawler's hosts
 	processing map[string]*fetchRec     // fetched, not stored yet (processed again at start)
 	outbox     map[peer.ID][]outboxItem // replica outbox
-	urls       map[peer.ID][]string     // URL outbox (forwarded links)
+	urls       map[peer.ID][]fwdURL     // URL outbox (forwarded links)
 	seq        uint64
+}
+
+// fwdURL is a forwarded URL record: a link found on source (a seed when
+// empty), relayed by hops members on the way.
+type fwdURL struct {
+	url, source string
+	hops        int
 }
 
 type crawlState struct {
@@ -559,7 +566,7 @@ type outboxItem struct {
 
 func newDurable() *durable {
 	return &durable{index: map[string]bool{}, queuedAt: map[string]bool{}, crawl: map[string]*crawlState{}, processing: map[string]*fetchRec{},
-		outbox: map[peer.ID][]outboxItem{}, urls: map[peer.ID][]string{}}
+		outbox: map[peer.ID][]outboxItem{}, urls: map[peer.ID][]fwdURL{}}
 }
 
 var errRefused = errors.New("refused")
@@ -750,7 +757,7 @@ func (n *simNode) do(a Action) {
 		n.handing = a.Host
 		if cs := d.crawl[a.Host]; cs != nil {
 			for _, u := range slices.Sorted(maps.Keys(cs.queued)) {
-				n.forward(u)
+				n.forward(fwdURL{url: u})
 			}
 		}
 		delete(d.crawl, a.Host)
@@ -916,7 +923,7 @@ func (n *simNode) queueLinks(u string) {
 		if n.owns(urlHost(l)) {
 			n.add(l)
 		} else {
-			n.forward(l)
+			n.forward(fwdURL{url: l, source: urlHost(u)})
 		}
 	}
 }
@@ -942,21 +949,36 @@ func (n *simNode) crawlState(h string) *crawlState {
 
 // forward is p2p's Forward: durable, to the owner by this node's view,
 // retried, passed on by a receiver that does not own it.
-func (n *simNode) forward(u string) {
-	if n.owns(urlHost(u)) {
-		n.receiveURL(u)
+func (n *simNode) forward(r fwdURL) {
+	if n.owns(urlHost(r.url)) {
+		n.receiveURL(r)
 		return
 	}
-	o := n.m.owner(urlHost(u))
-	n.durable.urls[o] = append(n.durable.urls[o], u)
+	o := n.m.owner(urlHost(r.url))
+	n.durable.urls[o] = append(n.durable.urls[o], r)
+}
+
+// urlsFrom is node's filter of forwarded records: a relayed record from
+// a member near its host, a link from the crawler of its source host, a
+// seed from anyone. What it refuses is dropped, as node drops it.
+func (n *simNode) urlsFrom(from peer.ID, r fwdURL) bool {
+	switch {
+	case r.hops > 0:
+		return n.m.Allowed(n.w.now, KindRelay, from, urlHost(r.url))
+	case r.source == "":
+		return true
+	}
+	return n.m.Allowed(n.w.now, KindLink, from, r.source)
 }
 
 // receiveURL takes a URL a member forwarded: queued (and kept by the
 // host's replicas, so that a takeover queues it again should this node
 // die before fetching it) if this node owns its host, passed on if not.
-func (n *simNode) receiveURL(u string) {
+func (n *simNode) receiveURL(r fwdURL) {
+	u := r.url
 	if !n.owns(urlHost(u)) {
-		n.forward(u)
+		r.hops++
+		n.forward(r)
 		return
 	}
 	if cs := n.crawlState(urlHost(u)); !cs.done[u] && !cs.queued[u] {
@@ -981,16 +1003,20 @@ func (n *simNode) pump() {
 		}
 		if !n.m.isMember(p) {
 			delete(d.urls, p) // re-routed by the current view
-			for _, u := range urls {
-				n.forward(u)
+			for _, r := range urls {
+				n.forward(r)
 			}
 			continue
 		}
 		batch := slices.Clone(urls)
 		n.sendingURLs[p] = true
 		n.send(p, func(to *simNode) error {
-			for _, u := range batch {
-				to.receiveURL(u)
+			for _, r := range batch {
+				if !to.urlsFrom(n.id, r) {
+					w.logf("%s drops %s from %s (source %q, hops %d)", to.name(), r.url, n.name(), r.source, r.hops)
+					continue
+				}
+				to.receiveURL(r)
 			}
 			return nil
 		}, func(err error) {
@@ -1177,7 +1203,7 @@ func (n *simNode) takeOver(h string) {
 			if n.owns(urlHost(l)) {
 				n.add(l)
 			} else {
-				n.forward(l)
+				n.forward(fwdURL{url: l, source: h})
 			}
 		}
 	}
