@@ -30,11 +30,14 @@ import (
 //   - "n:f/<host>\x00<url>": a URL the host's owner settled without a
 //     page (fetch marker); "n:s/<host>\x00<sitemap url>" -> a sitemap its
 //     owner read (peermsg.EncodeSitemap); "n:u/<host>\x00<url>": a URL
-//     members sent the owner, queued and not fetched yet. A replica keeps
-//     them for a takeover; the owner keeps its own too, so that it can
-//     take the host over again after handing it back, and answer pulls.
-//     A page or marker stored deletes the URL's queued key; forgetting a
-//     host deletes its queued keys.
+//     queued at the owner that no page it stored tells of (one members
+//     sent it, a link of a page it did not index, a redirect's target, a
+//     link a script names), not fetched yet; replicated before the call
+//     that queued it returns. A replica keeps them for a takeover; the
+//     owner keeps its own too, so that it can take the host over again
+//     after handing it back, and answer pulls. A page or marker stored
+//     deletes the URL's queued key; forgetting a host deletes its queued
+//     keys.
 type hostData struct {
 	db      *badger.DB
 	ix      *index.Index

@@ -109,7 +109,9 @@ func (d *peerData) receiveURLs(ctx context.Context, _ peer.ID, recs []p2p.URLRec
 
 // keepQueued keeps URLs queued here under "n:u/" and replicates them, so
 // that a takeover queues them again should this node die before fetching
-// them.
+// them. It returns once the replicas placement waits for hold them (as
+// Store does for a page): the sender of a URL forgets it once this node
+// acknowledges it, and a URL known only here is lost with this node.
 func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
 	var queued []peermsg.Fetched
 	byHost := map[string][][]byte{}
@@ -125,7 +127,7 @@ func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
 	if err := d.data.keep(nil, nil, queued, nil); err != nil {
 		return err
 	}
-	return d.place.replicate(ctx, byHost)
+	return d.place.replicateWaiting(ctx, byHost)
 }
 
 // addAnchors indexes anchor texts (URL -> texts) and replicates them, so
@@ -337,7 +339,7 @@ func (d *peerData) receiveHandoffPages(ctx context.Context, from peer.ID, payloa
 	if err := d.data.keep(nil, nil, queued, nil); err != nil {
 		return err
 	}
-	if err := d.place.replicate(ctx, byHost); err != nil {
+	if err := d.place.replicateWaiting(ctx, byHost); err != nil {
 		return err
 	}
 	if err := d.addAnchors(ctx, m.Anchors); err != nil {

@@ -140,12 +140,13 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 	return b, max(used, 1), err
 }
 
-// storeItem replicates one item stored here for host and waits for the
-// replicas placement says to wait for (group commit): write stores it
-// here first (the outbox reads pages back from the index), then the item
-// goes into the outbox of every target, then the wait. A replica that
-// missed it gets a stand-in (placement's Copy) before the wait ends.
-func (p *placer) storeItem(ctx context.Context, host string, rec []byte, write func() error) error {
+// storeItem replicates the records of one item stored here for host and
+// waits for the replicas placement says to wait for (group commit): write
+// (if any) stores it here first (the outbox reads pages back from the
+// index), then the records go into the outbox of every target, then the
+// wait. A replica that missed them gets a stand-in (placement's Copy)
+// before the wait ends.
+func (p *placer) storeItem(ctx context.Context, host string, recs [][]byte, write func() error) error {
 	id := p.nextWait.Add(1)
 	ch := make(chan placement.Action, 2)
 	var targets []placement.Target
@@ -155,11 +156,14 @@ func (p *placer) storeItem(ctx context.Context, host string, rec []byte, write f
 	}); err != nil {
 		return fmt.Errorf("replica targets of %s: %w", host, err)
 	}
-	werr := write()
+	var werr error
+	if write != nil {
+		werr = write()
+	}
 	pending := map[peer.ID]uint64{}
 	if werr == nil {
 		for _, t := range targets {
-			seq, err := p.append(t.Peer, rec, t.Wait)
+			seq, err := p.append(t.Peer, recs, t.Wait)
 			if err == nil && t.Wait {
 				pending[t.Peer] = seq
 			}
@@ -178,7 +182,7 @@ func (p *placer) storeItem(ctx context.Context, host string, rec []byte, write f
 			if !ok {
 				return nil // Release
 			}
-			seq, err := p.append(c.To, rec, true)
+			seq, err := p.append(c.To, recs, true)
 			if err != nil {
 				seq = 0
 			}
@@ -191,16 +195,31 @@ func (p *placer) storeItem(ctx context.Context, host string, rec []byte, write f
 	}
 }
 
-// append keeps one record for to; the error is logged.
-func (p *placer) append(to peer.ID, rec []byte, urgent bool) (uint64, error) {
+// append keeps records for to; the error is logged.
+func (p *placer) append(to peer.ID, recs [][]byte, urgent bool) (uint64, error) {
 	if p.intakeLow() {
 		return 0, ErrDiskLow
 	}
-	seq, err := p.net.Outbox().Append(to, topicReplica, [][]byte{rec}, urgent)
+	seq, err := p.net.Outbox().Append(to, topicReplica, recs, urgent)
 	if err != nil && p.refusalLog.Allow() {
 		p.log.Warn("replica item not kept", "peer", to, "err", err)
 	}
 	return seq, err
+}
+
+// replicateWaiting is storeItem for the records of several hosts,
+// already stored here: the waits run at once, and it returns once all
+// have ended.
+func (p *placer) replicateWaiting(ctx context.Context, byHost map[string][][]byte) error {
+	errs := make(chan error, len(byHost))
+	for h, recs := range byHost {
+		go func() { errs <- p.storeItem(ctx, h, recs, nil) }()
+	}
+	all := make([]error, 0, len(byHost))
+	for range byHost {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 // replicate queues records of several hosts for their targets, without a

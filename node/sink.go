@@ -88,7 +88,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 		}
 	}
 	doc := DocumentFromPage(p)
-	return n.place.storeItem(ctx, p.Host, record(recPage, p.URL), func() error {
+	return n.place.storeItem(ctx, p.Host, [][]byte{record(recPage, p.URL)}, func() error {
 		if err := n.ix.Put(ctx, doc); err != nil {
 			return fmt.Errorf("index %s: %w", p.URL, err)
 		}
@@ -128,12 +128,28 @@ func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
 	return s.storeMarker(ctx, p.Host, p.URL)
 }
 
+// Queue keeps the links to this node's hosts of a URL settled without a
+// page (a redirect's target, the links a script names) as queued URLs,
+// replicated, before the crawler queues them: a takeover finds a page's
+// links in the page, and these in no page. Script entries (links with a
+// base) are left out: a takeover finds them again in the pages that
+// include them.
+func (s *sink) Queue(ctx context.Context, _, _ string, links []crawl.Discovered) error {
+	var urls []string
+	for _, l := range links {
+		if l.Base == "" {
+			urls = append(urls, l.URL)
+		}
+	}
+	return s.n.inbound.keepQueued(ctx, urls)
+}
+
 // storeMarker keeps a fetch marker for a URL settled without a page and
 // waits for the replicas to hold it.
 func (s *sink) storeMarker(ctx context.Context, host, u string) error {
 	n := s.n
 	marker := []peermsg.Fetched{{Host: host, URL: u}}
-	return n.place.storeItem(ctx, host, record(recMarker, u), func() error {
+	return n.place.storeItem(ctx, host, [][]byte{record(recMarker, u)}, func() error {
 		return n.data.keep(marker, nil, nil, marker)
 	})
 }
