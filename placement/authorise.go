@@ -27,11 +27,11 @@ const (
 	KindReplica Kind = iota
 	// KindHandoff: handoffs (pages, crawl state, manifests) flow from a
 	// host's previous owner to a member that joined: the sender is a
-	// founder of this node's view (met while it joined) and among the R
-	// closest to the host of the founders still members, this node
-	// excluded; this node is among the R+1 closest. A member that joined
-	// after this node never owned a host before it, so it cannot hand it
-	// one.
+	// founder of this node's view (met while it joined, in this run or
+	// an earlier one) and among the R closest to the host of the
+	// founders still members, this node excluded; this node is among the
+	// R+1 closest. A member that joined after this node never owned a
+	// host before it, so it cannot hand it one.
 	KindHandoff
 	// KindPull: a pull comes from a member among the R closest to the
 	// host (its owner after a takeover, a replica about to become it, or
