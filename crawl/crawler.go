@@ -71,6 +71,17 @@ type FetchedSink interface {
 	Fetched(host, url string, sitemap bool)
 }
 
+// QueueSink is an optional Sink method: it hears, before they are queued,
+// the links to owned hosts of a request that settled a URL without a page
+// (a redirect's target, the links an external script names), so that a
+// node can keep them where a takeover of their hosts finds them: unlike a
+// page's links, nothing stored tells of them. Like Store it may block,
+// and the links must be durable when it returns nil; on an error the
+// response is processed again.
+type QueueSink interface {
+	Queue(ctx context.Context, host, url string, links []Discovered) error
+}
+
 // SitemapSink is an optional Sink method: it hears of every sitemap read,
 // with the URLs of the host it listed and the host's child sitemaps it
 // named (a sitemap index), so that a node can tell its replicas what the

@@ -88,7 +88,8 @@
 // A fetch ends with ONE transaction that deletes the queue key, marks the
 // URL fetched in the seen set and writes the response into the processing
 // queue (c:p/). Processing (parse, near-dup claim, Sink.Forward of foreign
-// links, Sink.Store) runs on separate goroutines and ends with ONE
+// links, Sink.Store, or QueueSink.Queue of the owned links of a response
+// without a page) runs on separate goroutines and ends with ONE
 // transaction that enqueues the local links, records the content hash and
 // recrawl time, and deletes the c:p/ entry. So at any instant a URL is
 // either queued, or fetched with its response waiting in c:p/, or done with
@@ -105,7 +106,8 @@
 // its slot is released unused and asked again after 500 ms. The optional
 // FetchedSink and SitemapSink hear of URLs settled without a page and of
 // every sitemap read with the URLs it listed, so a node can tell its
-// replicas. Sitemap progress (read and pending sitemaps) is kept in the
+// replicas; QueueSink keeps the owned links of a redirect or a script
+// durable before they are queued, since no stored page tells of them. Sitemap progress (read and pending sitemaps) is kept in the
 // host record: a restart continues the host's sitemaps instead of reading
 // them again, and NoteSitemaps hands in what a previous owner read.
 //

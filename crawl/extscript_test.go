@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -472,5 +473,73 @@ func TestScriptCash(t *testing.T) {
 				t.Errorf("%s: %s cash %v base %q, want %v %q", tt.name, d.URL, d.Cash, d.Base, tt.want[i], tt.links[i].Base)
 			}
 		}
+	}
+}
+
+// queueSink is an engSink that keeps the links of pageless responses, and
+// refuses the first attempt for each.
+type queueSink struct {
+	*engSink
+	qmu     sync.Mutex
+	queued  map[string][]string // settled URL -> links kept
+	refused map[string]bool
+}
+
+func (s *queueSink) Queue(_ context.Context, _, url string, links []Discovered) error {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if !s.refused[url] {
+		s.refused[url] = true
+		return errors.New("replicas unavailable")
+	}
+	for _, l := range links {
+		s.queued[url] = append(s.queued[url], l.URL)
+	}
+	return nil
+}
+
+// TestPagelessLinksKeptBeforeQueued: the links of a response that stores
+// no page (an external script, a redirect) go to a QueueSink before they
+// are queued, since no stored page tells of them; when it fails, the
+// response is processed again and its links are queued only then.
+func TestPagelessLinksKeptBeforeQueued(t *testing.T) {
+	web := newScriptWeb(t)
+	cfg := engConfig(engDNS(t))
+	cfg.Robots.Sitemaps = false
+	db := engOpenDB(t, t.TempDir())
+	defer db.Close()
+	sink := &queueSink{engSink: newEngSink(), queued: map[string][]string{}, refused: map[string]bool{}}
+	c, err := New(db, cfg, sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Add(t.Context(), []Discovered{{URL: web.url("a.test", "/docs/guide/p1.html")}}); err != nil {
+		t.Fatal(err)
+	}
+	engRun(t, c, 30*time.Second)
+
+	tests := []struct {
+		settled, link string
+	}{
+		{"/js/menu.js", "/docs/only.html"},
+		{"/js/old.js", "/js/new.js"},
+		{"/js/new.js", "/docs/moved.html"},
+	}
+	sink.qmu.Lock()
+	defer sink.qmu.Unlock()
+	for _, tt := range tests {
+		if got := sink.queued[web.url("a.test", tt.settled)]; !slices.Contains(got, web.url("a.test", tt.link)) {
+			t.Errorf("links kept for %s: %v, want %s among them", tt.settled, got, tt.link)
+		}
+	}
+	for u := range sink.queued {
+		if !strings.HasSuffix(u, ".js") {
+			t.Errorf("links of %s kept through Queue: a page's links are its own", u)
+		}
+	}
+	reqs := web.requests()
+	if n := reqs["a.test/docs/moved.html"]; n != 1 {
+		t.Errorf("the link of a refused Queue requested %d times, want 1 (after the retry)", n)
 	}
 }

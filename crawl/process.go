@@ -262,6 +262,16 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 			return fmt.Errorf("store %s: %w", e.URL, err)
 		}
 	} else {
+		if qs, ok := c.sink.(QueueSink); ok && len(local) > 0 {
+			links := make([]Discovered, len(local))
+			for i, a := range local {
+				links[i] = Discovered{URL: a.url, SourceHost: e.Host, Cash: a.cash, Depth: a.depth, Base: a.base}
+			}
+			if err := qs.Queue(ctx, e.Host, e.URL, links); err != nil {
+				c.count.err("store")
+				return fmt.Errorf("keep the links of %s: %w", e.URL, err)
+			}
+		}
 		c.noteFetched(e.Host, e.URL)
 	}
 	now := c.clock.Now()

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/text/language"
@@ -19,6 +20,7 @@ import (
 	"sou/crawl"
 	"sou/index"
 	"sou/p2p"
+	"sou/placement"
 	"sou/search"
 )
 
@@ -31,7 +33,9 @@ const (
 	maxTimeoutParam = 10 * time.Second
 )
 
-func (n *Node) startHTTP(ctx context.Context) (*http.Server, error) {
+// startHTTP serves the API on a goroutine that wg waits for; it ends once
+// the server is shut down.
+func (n *Node) startHTTP(ctx context.Context, wg *sync.WaitGroup) (*http.Server, error) {
 	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", n.cfg.HTTPAddr, err)
@@ -47,7 +51,9 @@ func (n *Node) startHTTP(ctx context.Context) (*http.Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "err", err)
 		}
@@ -336,9 +342,12 @@ type Status struct {
 	// HandoffRefused counts pages, fetch markers and host exports refused
 	// because neither this node nor the sending peer holds their host.
 	HandoffRefused int64 `json:"handoff_refused"`
-	// HandoffAbandoned counts hosts this node stopped trying to hand off
-	// after their owner refused them for handoffGiveUp (see rebalance).
+	// HandoffAbandoned counts hosts this node gave up handing off because
+	// their owner kept refusing them from this node (placement's
+	// HandoffGiveUp); their queued URLs went to the owner as links.
 	HandoffAbandoned int64 `json:"handoff_abandoned"`
+	// Placement counts where this node's hosts stand (placement.Summary).
+	Placement placement.Summary `json:"placement"`
 	// DiskFree is the free space under the data directory at the last
 	// check; DiskLow says the node has stopped crawling and taking in data
 	// until space returns.
@@ -354,9 +363,10 @@ func (n *Node) Status(ctx context.Context) Status {
 		UptimeS: time.Since(n.started).Seconds(), Members: len(n.net.Members()),
 		Crawl: n.crawler.Stats(), Index: n.ix.Stats(), Outbox: n.net.OutboxDepth(),
 		P2P: n.net.Stats(), SearchCache: n.coord.CacheStats(), Errors: n.errs.list(),
-		HandoffPages: n.handoff.sent.Load(), HandoffReceived: n.handoff.received.Load(),
-		HandoffRefused:   n.handoff.refused.Load(),
-		HandoffAbandoned: n.handoff.abandoned.Load(),
+		HandoffPages: n.place.sent.Load(), HandoffReceived: n.place.received.Load(),
+		HandoffRefused:   n.place.refused.Load(),
+		HandoffAbandoned: n.place.abandoned.Load(),
+		Placement:        n.place.summary(ctx),
 		DiskFree:         n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}
 	key := p2p.PeerKey(n.net.ID())

@@ -87,7 +87,7 @@ func TestDiskLowPausesAndResumes(t *testing.T) {
 	if resp.StatusCode != http.StatusInsufficientStorage {
 		t.Fatalf("POST /api/crawl while the disk is low: %d, want 507", resp.StatusCode)
 	}
-	if err := n.receiveURLs(ctx, "", []p2p.URLRecord{{URL: "http://example.test/x"}}); !errors.Is(err, ErrDiskLow) {
+	if err := n.inbound.receiveURLs(ctx, "", []p2p.URLRecord{{URL: "http://example.test/x"}}); !errors.Is(err, ErrDiskLow) {
 		t.Fatalf("a peer's URL batch while the disk is low: %v, want ErrDiskLow (the sender keeps it)", err)
 	}
 	// Between the two marks free space is not enough to resume.

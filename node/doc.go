@@ -2,18 +2,20 @@
 // database shared by crawl, index and p2p, the HTTP API and web UI, and
 // metrics. It is the only package that connects crawl, index, search and p2p.
 //
-// # Joins and handoff manifests
+// # Where hosts live: a driver of placement
 //
-// A join moves hosts only to the newcomer, and only from its donors: for
-// each of its virtual keys, the member owning the next key of the others
-// (p2p's Ring.Donors). So a member sends a joiner a handoff manifest (the
-// hosts it is about to hand over) when it has hosts for it, or when it
-// holds any host and is among the joiner's donors to depth 2 by its own,
-// settled view; a joiner waits (at most 15 s) for the manifests of its
-// donors whose heartbeat announced a host before it crawls anything; a
-// host named in any manifest waits for its handoff (once, for at most
-// hostWait). The reasoning, and what a view that has not settled does,
-// are in settling (ownership.go).
+// Every decision about where a host lives (owner, replicas, handoff
+// manifests, handoffs, takeovers, pulls, how long a stored page waits for
+// its replicas, who may send what) is package placement's, a state
+// machine without I/O. node drives it (placer.go): one goroutine owns the
+// machine, steps it with the membership's events, a 100 ms clock and the
+// outcomes of its actions, and carries the actions out through two small
+// interfaces, a messenger (p2p) and a host store (hoststore.go: Badger,
+// the index, the crawler). Actions that take long run on workers the loop
+// owns and waits for; other goroutines reach the machine only through
+// the loop (placer.do). Replication goes through p2p's durable outbox
+// under one topic (replication.go); the crawler's fetch gate is the
+// machine's MayCrawl.
 //
 // # What peers send: decoded bounded, authorised by who sent it
 //
@@ -21,7 +23,8 @@
 // pulls, manifests) is decoded by peermsg's bounded, versioned codecs; one
 // that does not decode is malformed, and p2p throttles its sender. p2p
 // serves members only. Then each item is authorised by its sender's role
-// for its host, by this node's own view (handoff.go): replica items only
+// for its host, by this node's own view (peerdata.go, placement's
+// Allowed): replica items only
 // from a member closer to the host than this node and among its R closest
 // (the owner; a replica cannot write to its owner), or from a member this
 // node asked in a pull; handoffs and manifests only from a founder of this
@@ -33,9 +36,9 @@
 // seeds within a per-member budget. What is refused is counted
 // (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded
 // rate. A sender whose handoff of a host its owner keeps refusing (for
-// handoffGiveUp: ten membership timeouts, at least 30 s) abandons the host
-// (Status.HandoffAbandoned): its queued URLs go to the owner as seeds, and
-// the owner crawls it on its own. What
+// placement's HandoffGiveUp: ten membership timeouts, at least 30 s)
+// abandons the host (Status.HandoffAbandoned), passing its queued URLs to
+// the owner as links: the owner crawls it on its own. What
 // this cannot stop is a member's word about hosts it holds itself:
 // RELIABILITY.md says what one member can still do.
 //

@@ -15,11 +15,11 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"golang.org/x/time/rate"
 
 	"sou/crawl"
 	"sou/index"
 	"sou/p2p"
+	"sou/placement"
 	"sou/search"
 )
 
@@ -36,23 +36,15 @@ type Node struct {
 	started time.Time
 	errs    *errorRing
 	metrics *metrics
-	handoff handoffState
-	repl    *replicator
-	// replicas are the hosts held here only as a replica.
-	replicas replicaHosts
-	pulls    pulls
-	seeds    seedBudget
-	syncs    *syncer
-	// ctx is Run's context, for work started from callbacks.
-	ctx    context.Context
-	settle *settling
+	// place decides where hosts live (placement) and carries it out, on
+	// what data holds of them; inbound takes what members send.
+	place   *placer
+	data    *hostData
+	inbound *peerData
+	syncs   *syncer
 	// httpAddr is the bound API address (a string), set by startHTTP.
 	httpAddr atomic.Value
 	disk     *diskGuard
-	recent   recent
-	// refusalLog paces the warnings about refused peer data, which come
-	// as fast as a hostile member sends.
-	refusalLog *rate.Limiter
 }
 
 // New opens the node's storage and network. Call Run to serve, and it
@@ -66,10 +58,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	for _, opt := range opts {
 		opt(&o)
 	}
-	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50), refusalLog: rate.NewLimiter(rate.Every(10*time.Second), 1)}
-	n.handoff.kick = make(chan struct{}, 1)
-	n.repl = newReplicator()
-	n.settle = newSettling(15*time.Second, 2*time.Minute, len(cfg.Bootstrap) > 0, time.Now())
+	n := &Node{cfg: cfg, log: log, started: time.Now(), errs: newErrorRing(50)}
 	closeOnErr := func(f func() error) {
 		if err != nil {
 			_ = f()
@@ -154,29 +143,38 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	defer closeOnErr(n.crawler.Close)
 	n.coord = search.NewCoordinator(n.local, &shardTransport{n: n}, search.DefaultCoordinatorConfig(), n.net.IsOwner)
 	n.metrics = newMetrics(n)
-	n.handoff.giveUp = handoffGiveUp(pcfg.MemberTimeout)
-	if err := n.loadFounders(); err != nil {
+	n.data = &hostData{db: n.db, ix: n.ix, crawler: n.crawler, log: log.With("component", "placement")}
+	pl := placement.DefaultConfig(n.net.ID(), pcfg.Replicas, &keyspace{}, len(cfg.Bootstrap) > 0, pcfg.MemberTimeout)
+	pl.Drain = ccfg.Fetch.TotalTimeout + time.Second
+	pl.WaitMax = ReplicaWaitMax
+	if o.placeTune != nil {
+		o.placeTune(&pl)
+	}
+	n.place, err = newPlacer(pl, n.net, n.data, log.With("component", "placement"), n.errs)
+	if err != nil {
 		return nil, err
 	}
-	if err := n.loadRemembered(recentGrace(pcfg.MemberTimeout)); err != nil {
-		return nil, fmt.Errorf("load remembered members: %w", err)
+	n.place.intakeLow = n.disk.Low
+	n.place.member = func(ev p2p.MemberEvent) {
+		if ev.Kind == p2p.Left {
+			n.inbound.seeds.forget(ev.Member.ID)
+		}
+		n.coord.Invalidate()
 	}
-	if err := n.loadReplicaHosts(); err != nil {
-		return nil, fmt.Errorf("load replica hosts: %w", err)
+	n.inbound = &peerData{
+		place: n.place, data: n.data, net: n.net, ix: n.ix, crawler: n.crawler,
+		intake: n.intakeOK, acked: n.syncAcknowledged, changed: n.coord.Invalidate,
 	}
-	if err := n.loadOutbox(ctx); err != nil {
+	n.inbound.register(n.net)
+	n.net.Outbox().SetTopic(topicReplica, n.place.replicaTopic(n.ix))
+	if moved, err := moveLegacyOutbox(n.db, n.net.Outbox()); err != nil {
 		return nil, err
+	} else if moved > 0 {
+		log.Info("moved the replica outbox of an earlier version into p2p's", "records", moved)
 	}
-	n.net.SetURLHandler(n.receiveURLs)
-	n.net.SetURLFilter(n.urlsFrom)
 	n.net.SetSearchHandler(func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
 		return n.coord.HandleShardRequest(ctx, req)
 	})
-	n.net.SetDeliverHandler(topicHandoffPages, n.receiveHandoffPages)
-	n.net.SetDeliverHandler(topicHandoffHost, n.receiveHandoffHost)
-	n.net.SetDeliverHandler(topicReplica, n.receiveReplica)
-	n.net.SetDeliverHandler(topicReplicaPull, n.receivePull)
-	n.net.SetDeliverHandler(topicManifest, n.receiveManifest)
 	return n, nil
 }
 
@@ -198,15 +196,14 @@ func readPSK(path string) ([]byte, error) {
 func (n *Node) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	n.ctx = ctx
-	srv, err := n.startHTTP(ctx)
+	var wg sync.WaitGroup
+	srv, err := n.startHTTP(ctx, &wg)
 	if err != nil {
 		n.closeAll()
 		return err
 	}
 	n.log.Info("sou node started", "peer", n.net.ID().String(), "ui", "http://"+srv.Addr+"/", "data", n.cfg.DataDir)
 
-	var wg sync.WaitGroup
 	errc := make(chan error, 1)
 	run := func(f func(context.Context)) {
 		wg.Add(1)
@@ -225,9 +222,8 @@ func (n *Node) Run(ctx context.Context) error {
 	}()
 	run(func(ctx context.Context) { runValueLogGC(ctx, n.db, 5*time.Minute) })
 	run(n.publishLoad)
-	run(n.watchMembers)
-	run(n.rebalanceLoop)
-	run(n.replicationLoop)
+	run(n.place.run)
+	run(func(ctx context.Context) { n.place.flushItems(ctx, n.data) })
 	run(n.watchDisk)
 	run(n.syncs.run)
 	if len(n.cfg.Seeds) > 0 {
@@ -250,6 +246,7 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) closeAll() {
+	n.place.close()
 	if err := n.crawler.Close(); err != nil {
 		n.log.Warn("close crawler", "err", err)
 	}
@@ -264,21 +261,13 @@ func (n *Node) closeAll() {
 	}
 }
 
-func (n *Node) runCtx() context.Context {
-	if n.ctx == nil {
-		return context.Background()
-	}
-	return n.ctx
-}
-
 // AddSeeds normalises urls and hands each to its owner: this node's
 // crawler, or the network. It returns how many were accepted.
 func (n *Node) AddSeeds(ctx context.Context, urls []string) (int, error) {
 	if err := n.intakeOK(); err != nil {
 		return 0, err
 	}
-	var local []crawl.Discovered
-	var remote []p2p.URLRecord
+	var local, remote []p2p.URLRecord
 	var bad []string
 	for _, raw := range urls {
 		u, err := crawl.NormalizeURL(strings.TrimSpace(raw), nil)
@@ -286,16 +275,15 @@ func (n *Node) AddSeeds(ctx context.Context, urls []string) (int, error) {
 			bad = append(bad, fmt.Sprintf("%q: %v", raw, err))
 			continue
 		}
-		host := crawl.HostKey(u)
-		d := crawl.Discovered{URL: u.String(), Cash: 1}
-		if n.net.IsOwner(host) {
-			local = append(local, d)
+		rec := p2p.URLRecord{URL: u.String(), Cash: 1}
+		if n.net.IsOwner(crawl.HostKey(u)) {
+			local = append(local, rec)
 		} else {
-			remote = append(remote, p2p.URLRecord{URL: d.URL, Cash: d.Cash})
+			remote = append(remote, rec)
 		}
 	}
 	if len(local) > 0 {
-		if err := n.crawler.Add(ctx, local); err != nil {
+		if err := n.inbound.receiveURLs(ctx, n.net.ID(), local); err != nil {
 			return 0, fmt.Errorf("add seeds: %w", err)
 		}
 	}
@@ -316,103 +304,6 @@ type BadURLsError struct{ Bad []string }
 
 func (e *BadURLsError) Error() string { return "bad URLs: " + strings.Join(e.Bad, "; ") }
 
-// receiveURLs takes a batch forwarded by a peer: p2p has already re-routed
-// what we do not own, and checked each record where it first
-// arrived (urlsFrom), so everything here is ours.
-func (n *Node) receiveURLs(ctx context.Context, _ p2pPeer, recs []p2p.URLRecord) error {
-	if err := n.intakeOK(); err != nil {
-		return err // the sender keeps the batch in its outbox
-	}
-	ds := make([]crawl.Discovered, 0, len(recs))
-	anchors := map[string][]string{}
-	for _, r := range recs {
-		ds = append(ds, crawl.Discovered{URL: r.URL, Anchor: r.Anchor, SourceHost: r.SourceHost, Cash: r.Cash, Depth: r.Depth})
-		if r.Anchor != "" && r.SourceHost != "" {
-			anchors[r.URL] = append(anchors[r.URL], r.Anchor)
-		}
-	}
-	if err := n.crawler.Add(ctx, ds); err != nil {
-		return err
-	}
-	if err := n.addAnchors(ctx, anchors); err != nil {
-		return err
-	}
-	return n.syncAcknowledged(ctx, len(recs) > 0)
-}
-
-// urlsFrom is the URL filter (p2p.SetURLFilter): which records of a batch
-// a member may send. A link it found itself (Hops 0) must come from a page
-// of a host it crawls (crawls): a member cannot put words in the mouth of
-// hosts it does not crawl, as links to this node's hosts or as their
-// anchor text. A record without a source host is a seed a user submitted
-// at the sender, and seeds are budgeted per sender (seedBudget). A record
-// passed on by a member on the way (Hops > 0) must come from a member
-// among the R+1 closest to its host: members forward a record to the
-// owner by their view, and the first receiver was the owner in the
-// origin's view. Each host is judged once per batch.
-func (n *Node) urlsFrom(from peer.ID, recs []p2p.URLRecord) []bool {
-	view := n.net.View()
-	r := n.net.ReplicationFactor()
-	crawled := map[string]bool{}
-	near := map[string]bool{}
-	keep := make([]bool, len(recs))
-	for i, rec := range recs {
-		switch {
-		case rec.Hops > 0:
-			h := hostOf(rec.URL)
-			ok, seen := near[h]
-			if !seen {
-				ok = rank(view, h, r+1, from) >= 0
-				near[h] = ok
-			}
-			keep[i] = ok
-		case rec.SourceHost == "":
-			keep[i] = n.seeds.allow(from)
-		default:
-			ok, seen := crawled[rec.SourceHost]
-			if !seen {
-				ok = n.crawls(view, from, rec.SourceHost)
-				crawled[rec.SourceHost] = ok
-			}
-			keep[i] = ok
-		}
-	}
-	return keep
-}
-
-// seedBudget bounds the seeds each member may submit through this node:
-// seedsPerSecond, saved up to seedBurst (a user's batch of seeds).
-type seedBudget struct {
-	mu  sync.Mutex
-	per map[peer.ID]*rate.Limiter
-}
-
-const (
-	seedsPerSecond = 10
-	seedBurst      = 10_000
-)
-
-func (b *seedBudget) allow(p peer.ID) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.per == nil {
-		b.per = map[peer.ID]*rate.Limiter{}
-	}
-	l := b.per[p]
-	if l == nil {
-		l = rate.NewLimiter(seedsPerSecond, seedBurst)
-		b.per[p] = l
-	}
-	return l.Allow()
-}
-
-// forget drops p's budget (it left).
-func (b *seedBudget) forget(p peer.ID) {
-	b.mu.Lock()
-	delete(b.per, p)
-	b.mu.Unlock()
-}
-
 // publishLoad keeps the heartbeat's load figures current.
 func (n *Node) publishLoad(ctx context.Context) {
 	t := time.NewTicker(time.Second)
@@ -425,57 +316,6 @@ func (n *Node) publishLoad(ctx context.Context) {
 			cs := n.crawler.Stats()
 			is := n.ix.Stats()
 			n.net.SetLoad(p2p.Load{Pages: uint64(max(is.Docs, 0)), Frontier: uint64(max(cs.Frontier, 0)), Hosts: uint64(max(cs.Hosts, 0))})
-		}
-	}
-}
-
-// watchMembers reacts to membership changes: hosts we no longer own are
-// handed to their new owner, and a joiner gets a handoff manifest when this
-// node has hosts for it or holds hosts and is one of its donors (see
-// settling). Joiners met while this node's own view was still settling
-// are looked at again once it has: only then does the view say who their
-// donors are.
-func (n *Node) watchMembers(ctx context.Context) {
-	var unsettled []peer.ID // joiners met before the view settled
-	var settled <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-settled:
-			settled = nil
-			n.sendSettledManifests(ctx, unsettled)
-			unsettled = nil
-		case ev, ok := <-n.net.Events():
-			if !ok {
-				return
-			}
-			n.log.Info("membership", "event", ev.Kind.String(), "member", ev.Member.ID)
-			switch ev.Kind {
-			case p2p.Joined:
-				others, donors := awaitedDonors(n.net.ID(), n.net.View(), n.net.Members())
-				now := time.Now()
-				before := len(n.settle.foundersList())
-				n.settle.joined(n.net.ID(), others, donors, now)
-				if len(n.settle.foundersList()) != before {
-					if err := n.saveFounders(); err != nil {
-						n.errs.add("founders", err)
-					}
-				}
-				if at := n.settle.viewSettledAt(); now.Before(at) {
-					unsettled = append(unsettled, ev.Member.ID)
-					if settled == nil {
-						settled = time.After(at.Sub(now))
-					}
-				}
-				go n.sendManifest(ctx, ev.Member.ID)
-				n.memberEvent(ev.Member.ID, true)
-			case p2p.Left:
-				n.settle.left(ev.Member.ID)
-				n.memberEvent(ev.Member.ID, false)
-			}
-			n.coord.Invalidate()
-			n.kickRebalance()
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"sou/crawl"
 	"sou/p2p"
+	"sou/placement"
 )
 
 // nodeOptions are New's optional settings; the zero value is a node of the
@@ -16,6 +17,7 @@ type nodeOptions struct {
 	inMemory  bool
 	crawlTune func(*crawl.Config)
 	p2pTune   func(*p2p.Config)
+	placeTune func(*placement.Config)
 }
 
 // Option customises New.
@@ -45,6 +47,12 @@ func WithCrawlConfig(tune func(*crawl.Config)) Option {
 // heartbeat with the number of nodes sharing its one process).
 func WithP2PConfig(tune func(*p2p.Config)) Option {
 	return func(o *nodeOptions) { o.p2pTune = tune }
+}
+
+// WithPlacementConfig lets the caller adjust placement's configuration
+// after New has derived it from Config (tests shorten its waits).
+func WithPlacementConfig(tune func(*placement.Config)) Option {
+	return func(o *nodeOptions) { o.placeTune = tune }
 }
 
 // InMemoryBadgerOptions are a simulated node's Badger settings: in memory,

@@ -10,7 +10,9 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
+	"sou/index"
 	"sou/node/peermsg"
+	"sou/placement"
 )
 
 // TestTakeoverPullsWhatOthersHold: a member that is not among a host's
@@ -66,19 +68,48 @@ func TestTakeoverPullsWhatOthersHold(t *testing.T) {
 	if err := other.net.Send(ctx, taker.net.ID(), topicReplicaPull, req); err == nil {
 		t.Error("a pull by a member that does not hold the host was answered")
 	}
-	if err := taker.pullHost(ctx, host); err != nil {
-		t.Fatalf("a pull by a replica: %v", err)
-	}
-	if _, err := taker.ix.Get(ctx, page.URL); err != nil {
-		t.Fatalf("the pull returned without the page stored at the puller: %v", err)
-	}
-
-	// The takeover itself: pull, then mark fetched.
-	if err := taker.ix.Delete(ctx, page.URL); err != nil {
+	// Placement pulls the host from other (as it does from the members
+	// closest to a host it takes over, or from the owner that hints it).
+	if err := taker.place.stepIn(ctx, placement.Hinted{From: other.net.ID(), Hosts: []string{host}}); err != nil {
 		t.Fatal(err)
 	}
-	taker.pullHosts(ctx, []string{host})
-	if err := taker.takeOverHost(ctx, host); err != nil {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := taker.ix.Get(ctx, page.URL); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pull never stored the page at the puller")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Once the pull is over, what other sends of the host is refused: it
+	// does not hold it, and nobody asks it any more.
+	late := DocumentFromPage(htmlPage(host, "/late", "late", "sent after the pull"))
+	msg, err := peermsg.EncodePages(&peermsg.Pages{Docs: []*index.Document{late}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		refused := taker.place.refused.Load()
+		_ = taker.inbound.receiveReplica(ctx, other.net.ID(), msg)
+		if taker.place.refused.Load() > refused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a member not asked any more may still send replica items")
+		}
+		if err := taker.ix.Delete(ctx, late.URL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := taker.ix.Get(ctx, late.URL); err == nil {
+		t.Fatal("a refused page was stored")
+	}
+
+	// The takeover itself: mark fetched what was pulled.
+	if err := taker.data.takeOver(ctx, taker.net, host); err != nil {
 		t.Fatalf("takeover: %v", err)
 	}
 	if _, err := taker.ix.Get(ctx, page.URL); err != nil {

@@ -10,6 +10,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"sou/crawl"
+	"sou/p2p"
 )
 
 // TestStoreWaitsForReplica: Store returns only once the host's other
@@ -73,8 +74,8 @@ func TestStoreWaitsForReplica(t *testing.T) {
 	// The wait ends with the context.
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
-	if err := owner.awaitReplicas(cctx, replWait{commits: []*replCommit{newReplCommit(replica.net.ID())}}); err == nil {
-		t.Error("awaitReplicas with a cancelled context returned nil")
+	if err := owner.place.storeItem(cctx, host, [][]byte{record(recMarker, "http://"+host+"/cancelled")}, func() error { return nil }); err == nil {
+		t.Error("a Store with a cancelled context returned nil")
 	}
 }
 
@@ -133,18 +134,8 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 		t.Fatalf("Store %s: %v", notFetched.URL, err)
 	}
 	outboxKeys := func(n *Node) int {
-		count := 0
-		if err := n.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixOutbox + replicaID.String() + "\x00")})
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				count++
-			}
-			return nil
-		}); err != nil {
-			t.Fatalf("read outbox: %v", err)
-		}
-		return count
+		_, byPeer := n.net.Outbox().Depth(topicReplica)
+		return byPeer[replicaID]
 	}
 	// Store returned: the owner's outbox holds every item for the replica.
 	if got := outboxKeys(owner); got != len(urls)+1 {
@@ -187,5 +178,60 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 			t.Fatalf("owner's outbox still holds %d items after delivery", outboxKeys(owner))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestQueuedURLsHeldByReplicaOnReturn: a URL queued here that no page
+// stored here tells of (one a member forwarded, a redirect's target, a
+// link a script names) is held by the host's replica, as a queued URL,
+// when the call that queued it returns: the member that forwarded it
+// forgets it once acknowledged, and the crawler queues a redirect's
+// target right after, so should this node die the replica's takeover is
+// the only one to know it.
+func TestQueuedURLsHeldByReplicaOnReturn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	nodes := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	owner, sender := nodes[0], nodes[2]
+	var host string
+	var replica *Node
+	for i := 0; replica == nil; i++ {
+		h := fmt.Sprintf("queued-%d.example", i)
+		if !owner.net.IsOwner(h) {
+			continue
+		}
+		if reps := owner.net.Replicas(h); len(reps) > 1 && reps[1] == nodes[1].net.ID() {
+			host, replica = h, nodes[1]
+		}
+	}
+	tests := []struct {
+		name  string
+		queue func(u string) error
+	}{
+		{"forwarded by a member", func(u string) error {
+			return owner.inbound.receiveURLs(ctx, sender.net.ID(), []p2p.URLRecord{{URL: u}})
+		}},
+		{"a redirect's target", func(u string) error {
+			return (&sink{n: owner}).Queue(ctx, host, "http://"+host+"/old", []crawl.Discovered{{URL: u, SourceHost: host}})
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := fmt.Sprintf("http://%s/queued-%d.html", host, i)
+			if err := tc.queue(u); err != nil {
+				t.Fatal(err)
+			}
+			// No sleep: the replica must hold it on return.
+			held, err := replica.data.hostKeys(prefixQueued, host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(held, u) {
+				t.Fatalf("the replica holds %v of %s on return, want %s", held, host, u)
+			}
+		})
 	}
 }

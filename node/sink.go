@@ -7,27 +7,31 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"sou/crawl"
 	"sou/index"
 	"sou/node/peermsg"
 	"sou/p2p"
+	"sou/placement"
 )
 
-type p2pPeer = peer.ID
-
-// sink is the crawler's view of the node: ownership from p2p, forwarding
-// through the p2p outbox, storage into the index.
+// sink is the crawler's view of the node: ownership from p2p, the gate
+// and replication from placement, forwarding through p2p's outbox,
+// storage into the index.
 type sink struct{ n *Node }
 
 func (s *sink) Owns(hostKey string) bool { return s.n.net.IsOwner(hostKey) }
 
-// MayFetch is false while ownership of hostKey is moving to this node (see
-// settling), when the host is not ours, and while the disk is low.
+// MayFetch is placement's MayCrawl (owned, adopted, not held back by a
+// handoff or a member that may still be alive), and false while the disk
+// is low.
 func (s *sink) MayFetch(hostKey string) bool {
 	n := s.n
-	return !n.disk.Low() && n.net.IsOwner(hostKey) && n.ownsAmongRecent(hostKey) && n.settle.mayCrawl(hostKey, time.Now()) && !n.needsTakeover(n.runCtx(), hostKey)
+	if n.disk.Low() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return ask(ctx, n.place, false, func(m *placement.Machine) bool { return m.MayCrawl(time.Now(), hostKey) })
 }
 
 func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
@@ -46,25 +50,24 @@ func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
 // here (the crawler's content-seen set) or anywhere in the network (the
 // fingerprint's owner keeps the shortest URL claimed, so that the copy
 // kept is the same whichever copy was crawled first: a mirror's URLs are
-// usually the longer ones). Anchor text of links to hosts
-// this node owns becomes the anchor field of their targets; links to other
-// hosts carry their anchors with the forwarded URL. Same-host anchors count
-// too: on documentation sites they are the best description of a page.
+// usually the longer ones). Anchor text of links to hosts this node owns
+// becomes the anchor field of their targets; links to other hosts carry
+// their anchors with the forwarded URL. Same-host anchors count too: on
+// documentation sites they are the best description of a page.
 //
-// Store returns once the host's other live replicas acknowledged the page
-// (or the marker of a page not indexed), or after ReplicaWaitMax: group
-// commit, see replicator. It runs on the crawler's processing workers,
-// which may block (the crawler's Sink contract asks Store to be durable
-// when it returns); a cancelled ctx ends the wait with an error, and the
-// crawler then processes the page again after a restart (Store is
-// idempotent).
+// Store returns once the replicas placement waits for hold the page (or
+// the marker of a page not indexed), or after its WaitMax: group commit.
+// It runs on the crawler's processing workers, which may block (the
+// crawler's Sink contract asks Store to be durable when it returns); a
+// cancelled ctx ends the wait with an error, and the crawler then
+// processes the page again after a restart (Store is idempotent).
 func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	n := s.n
 	n.metrics.observeFetch(p)
 	if p.Status != http.StatusOK || p.NoIndex || p.DuplicateOf != "" {
 		// Not indexed, but fetched: the replicas must know, or a takeover
 		// would fetch it again.
-		return n.awaitReplicas(ctx, n.replicateFetched(peermsg.Fetched{Host: p.Host, URL: p.URL}))
+		return s.storeUnindexed(ctx, p)
 	}
 	if len(n.net.Members()) > 1 {
 		winner, err := n.net.Claim(ctx, p.ContentHash[:], p.URL)
@@ -81,53 +84,91 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			return fmt.Errorf("claim content fingerprint of %s: %w", p.URL, err)
 		}
 		if winner != p.URL {
-			return n.awaitReplicas(ctx, n.replicateFetched(peermsg.Fetched{Host: p.Host, URL: p.URL}))
+			return s.storeUnindexed(ctx, p)
 		}
 	}
 	doc := DocumentFromPage(p)
-	// Queued (and the sender kicked) before indexing here, so that the
-	// delivery to the replicas overlaps the local write. Should that write
-	// fail, the crawler calls Store again, and the replicas take the page
-	// twice (Put is idempotent).
-	wait := n.replicate(doc)
-	if len(wait.commits) > 0 {
-		n.repl.kickNow()
-	}
-	if err := n.ix.Put(ctx, doc); err != nil {
-		return fmt.Errorf("index %s: %w", p.URL, err)
-	}
-	anchors := map[string][]string{}
+	return n.place.storeItem(ctx, p.Host, [][]byte{record(recPage, p.URL)}, func() error {
+		if err := n.ix.Put(ctx, doc); err != nil {
+			return fmt.Errorf("index %s: %w", p.URL, err)
+		}
+		if err := n.data.keep(nil, nil, nil, []peermsg.Fetched{{Host: p.Host, URL: p.URL}}); err != nil {
+			return err
+		}
+		anchors := map[string][]string{}
+		for _, l := range p.Links {
+			if l.Anchor == "" || l.NoFollow || l.URL == p.URL {
+				continue
+			}
+			if h := hostOf(l.URL); h != "" && n.net.IsOwner(h) {
+				anchors[l.URL] = append(anchors[l.URL], l.Anchor)
+			}
+		}
+		return n.inbound.addAnchors(ctx, anchors)
+	})
+}
+
+// storeUnindexed keeps a fetched page that is not indexed here as a fetch
+// marker. Its links to this node's hosts are queued here by the crawler,
+// and a takeover, which finds links in the pages it holds, would not see
+// them: they are kept as queued URLs (replicated) first.
+func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
+	var owned []string
 	for _, l := range p.Links {
-		if l.Anchor == "" || l.NoFollow {
+		if l.NoFollow || l.Base != "" {
 			continue
 		}
-		if l.URL == p.URL {
-			continue
-		}
-		if h := hostOf(l.URL); h != "" && n.net.IsOwner(h) {
-			anchors[l.URL] = append(anchors[l.URL], l.Anchor)
+		if h := hostOf(l.URL); h != "" && s.n.net.IsOwner(h) {
+			owned = append(owned, l.URL)
 		}
 	}
-	if err := n.addAnchors(ctx, anchors); err != nil {
+	if err := s.n.inbound.keepQueued(ctx, owned); err != nil {
 		return err
 	}
-	// Group commit: the page counts as stored once the replica that would
-	// take its host over holds it (see replicator).
-	return n.awaitReplicas(ctx, wait)
+	return s.storeMarker(ctx, p.Host, p.URL)
+}
+
+// Queue keeps the links to this node's hosts of a URL settled without a
+// page (a redirect's target, the links a script names) as queued URLs,
+// replicated, before the crawler queues them: a takeover finds a page's
+// links in the page, and these in no page. Script entries (links with a
+// base) are left out: a takeover finds them again in the pages that
+// include them.
+func (s *sink) Queue(ctx context.Context, _, _ string, links []crawl.Discovered) error {
+	var urls []string
+	for _, l := range links {
+		if l.Base == "" {
+			urls = append(urls, l.URL)
+		}
+	}
+	return s.n.inbound.keepQueued(ctx, urls)
+}
+
+// storeMarker keeps a fetch marker for a URL settled without a page and
+// waits for the replicas to hold it.
+func (s *sink) storeMarker(ctx context.Context, host, u string) error {
+	n := s.n
+	marker := []peermsg.Fetched{{Host: host, URL: u}}
+	return n.place.storeItem(ctx, host, [][]byte{record(recMarker, u)}, func() error {
+		return n.data.keep(marker, nil, nil, marker)
+	})
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
 // Sitemaps come through SitemapRead, with what they listed. The crawler
 // calls it from its fetch workers and it must not block, so it does not
-// wait for the acknowledgement like Store; the marker leaves with the next
-// page stored or within replicaFlushEvery (300 ms, well inside the
-// testnet's settleBound). It does not kick the sender: nobody waits for
-// the marker, and half the requests of a crawl can end without a page
-// (redirects, 404s), so a message each would double the messages.
+// wait like Store: the marker is kept and replicated within
+// replicaLinger, with what else was settled meanwhile.
 func (s *sink) Fetched(host, url string, sitemap bool) {
-	if !sitemap {
-		s.n.replicateFetched(peermsg.Fetched{Host: host, URL: url})
+	if sitemap {
+		return
 	}
+	b := &s.n.place.items
+	b.mu.Lock()
+	if len(b.markers) < maxBufferedItems {
+		b.markers = append(b.markers, peermsg.Fetched{Host: host, URL: url})
+	}
+	b.mu.Unlock()
 }
 
 // SitemapRead tells the host's replicas what one of its sitemaps listed.
@@ -138,7 +179,12 @@ func (s *sink) SitemapRead(host, url string, listed, children []string) {
 	if len(children) > peermsg.MaxSitemapKids {
 		children = children[:peermsg.MaxSitemapKids]
 	}
-	s.n.replicateSitemap(peermsg.Sitemap{Host: host, URL: url, Listed: listed, Children: children})
+	b := &s.n.place.items
+	b.mu.Lock()
+	if len(b.maps) < maxBufferedItems {
+		b.maps = append(b.maps, peermsg.Sitemap{Host: host, URL: url, Listed: listed, Children: children})
+	}
+	b.mu.Unlock()
 }
 
 // DocumentFromPage is what the index stores of a crawled page; the OPIC

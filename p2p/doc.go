@@ -129,21 +129,28 @@
 // read and before any per-peer state is made (Stats.NonMemberStreams). An
 // honest peer not admitted yet is refused like a stranger and retries.
 //
+// # The outbox
+//
+// Outbox is one durable per-peer outbox for every topic: records for a
+// peer under a topic, kept in Badger, delivered oldest first by one
+// sender goroutine per peer and topic (it ends when the queue is empty),
+// one batch in flight (the ack is the flow control), deleted only once
+// the receiver acknowledged them, which it does after its handler made
+// them durable. Failures back off exponentially (RetryMin to RetryMax,
+// ±20% jitter). Delivery is at-least-once: a lost ack means a resend. A
+// topic other than URLs (SetTopic: node's replication) makes its own
+// messages of its records, sent on the deliver protocol, and hears what
+// was delivered.
+//
 // # URL forwarding
 //
 // Forward groups records by owner (this node's view): own records go to
-// the URL handler directly, others are appended to a durable per-peer
-// outbox. One sender goroutine per peer with a non-empty outbox (it ends
-// when the outbox is empty; the next Forward starts another) drains it oldest first, in
-// batches of up to BatchMaxURLs (lingering BatchDelay to fill them), one
-// batch in flight per peer (the ack is the flow control); records leave the
-// outbox only after the receiver acknowledges, which it does after its
-// handler made them durable. Failures back off exponentially (RetryMin to
-// RetryMax, ±20% jitter). If the peer stops being a member, its outbox is
+// the URL handler directly, others are appended to the outbox under
+// TopicURLs, sent in batches of up to BatchMaxURLs (lingering BatchDelay
+// to fill them). If the peer stops being a member, its URL records are
 // re-routed to the owners by the current view (after a grace of
-// 2×MemberTimeout after start, so a restarted node first hears heartbeats).
-// Delivery is at-least-once: a lost ack means a resend, so the receiver
-// (node) deduplicates against its URL-seen set.
+// 2×MemberTimeout after start, so a restarted node first hears
+// heartbeats). The receiver (node) deduplicates against its URL-seen set.
 //
 // A receiver first asks the URL filter (SetURLFilter: node's rule of which
 // records a member may vouch for) about every record of a batch and drops
@@ -163,8 +170,9 @@
 // Every stream carries one request frame and one response frame: a uvarint
 // length then the bytes, capped by MaxMessageBytes; the buffer grows as
 // bytes arrive (from 4 KiB), never to the announced length up front. Every
-// payload starts with a version byte (1). Responses: version, status (0 ok, 1 error), then
-// the body or an error text (≤ 1 KiB). Malformed input resets the stream
+// payload starts with a version byte (1). Responses: version, status (0
+// ok, 1 error, 2 refused by the handler's rules: ErrRefused), then the
+// body or an error text (≤ 1 KiB). Malformed input resets the stream
 // and is counted (Stats.RejectedMessages); it never panics (fuzzed).
 //
 //   - /sou/<network>/urls/1.0.0: version, then a raw DEFLATE stream of a
@@ -238,9 +246,11 @@
 //
 // # Badger keys (all under "p:")
 //
-//   - "p:o/<peer ID base58>/<seq 8 bytes big-endian>" -> one outbox record
-//     (version, URL, anchor, source host, cash bits, depth, hops). seq is
-//     global and monotonic; restored from the largest key at start.
+//   - "p:q/<topic>\x00<peer ID base58>\x00<seq 8 bytes big-endian>" -> one
+//     outbox record (under TopicURLs: version, URL, anchor, source host,
+//     cash bits, depth, hops). seq is global and monotonic; restored from
+//     the largest key at start. Records under "p:o/<peer>/<seq>" (URL
+//     records of an earlier version) are moved there at start.
 //   - "p:c/<sha256(key) 32 bytes>" -> the winning value of a claim, kept
 //     for ClaimTTL (Badger's TTL). Claims are not replicated: if the member
 //     holding a claim dies, the next-closest member starts without it, so
@@ -248,7 +258,7 @@
 //
 // What peers make this node store is bounded: URL batches by the URL
 // allowance and the intake gate (WithIntakeGate: node's disk guard); a
-// peer's outbox by MaxOutboxPerPeer (beyond it this node's own records for
+// peer's queue of a topic by MaxOutboxPerPeer (beyond it this node's own records for
 // the peer are dropped, Stats.URLsDropped and OutboxFull, and batches that
 // would need re-forwarding there are refused as busy); claims by the
 // origin's ClaimRate allowance (Stats.ClaimsThrottled), ClaimTTL and the

@@ -70,7 +70,7 @@ func (n *Node) Members() []Member {
 	n.mu.Lock()
 	out := make([]Member, 0, len(n.members)+1)
 	self := Member{ID: n.h.ID(), Addrs: n.h.Addrs(), Load: n.load, LastSeen: n.clock.Now(), Key: PeerKey(n.h.ID())}
-	self.Load.OutboxDepth = uint64(max(n.depth.Load(), 0))
+	self.Load.OutboxDepth = uint64(n.OutboxDepth())
 	out = append(out, self)
 	for _, m := range n.members {
 		c := *m
@@ -186,7 +186,7 @@ func (n *Node) publishHeartbeat() {
 	n.mu.Lock()
 	l := n.load
 	n.mu.Unlock()
-	l.OutboxDepth = uint64(max(n.depth.Load(), 0))
+	l.OutboxDepth = uint64(n.OutboxDepth())
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HeartbeatInterval)
 	defer cancel()
 	n.hbMu.Lock()
@@ -341,12 +341,11 @@ func (n *Node) onHeartbeat(from peer.ID, hb heartbeat, relayer peer.ID) {
 		}
 		n.h.ConnManager().Protect(from, "sou-member")
 		n.log.Info("member joined", "peer", from)
-		n.wakeSender(from) // an outbox may have been waiting for it
+		n.outbox.wakePeer(from, false) // an outbox may have been waiting for it
 	} else {
 		n.h.ConnManager().Unprotect(from, "sou-member")
 		n.log.Info("member left", "peer", from)
-		n.abortSend(from)
-		n.wakeSender(from) // its outbox is re-routed
+		n.outbox.wakePeer(from, true) // its URL outbox is re-routed
 	}
 	n.emit(*ev)
 }
@@ -399,8 +398,7 @@ func (n *Node) expireMembers() {
 		n.h.ConnManager().Unprotect(m.ID, "sou-member")
 		n.log.Info("member timed out", "peer", m.ID, "last_seen", m.LastSeen)
 		n.emit(MemberEvent{Kind: Left, Member: m, At: now})
-		n.abortSend(m.ID)
-		n.wakeSender(m.ID)
+		n.outbox.wakePeer(m.ID, true)
 		n.dropStaleConnections(m.ID)
 	}
 }

@@ -85,12 +85,7 @@ type Node struct {
 	limMu    sync.Mutex
 	limiters map[peer.ID]*peerLimit
 
-	obMu     sync.Mutex
-	senders  map[peer.ID]*senderSignals
-	inflight map[peer.ID]context.CancelFunc
-	obCount  map[peer.ID]int // records in each peer's outbox
-	seq      atomic.Uint64
-	depth    atomic.Int64
+	outbox *Outbox
 
 	claimMu sync.Mutex
 	hbMu    sync.Mutex
@@ -203,9 +198,11 @@ type Stats struct {
 	// node's subscription).
 	GossipDrops uint64
 	OutboxDepth int
-	// OutboxByPeer is the outbox depth of each peer with records waiting.
-	OutboxByPeer map[string]int `json:",omitempty"`
-	Members      int
+	// OutboxByPeer is the URL outbox depth of each peer with records
+	// waiting; OutboxByTopic the records waiting under each topic.
+	OutboxByPeer  map[string]int `json:",omitempty"`
+	OutboxByTopic map[string]int `json:",omitempty"`
+	Members       int
 }
 
 // ProtocolIDs are the stream protocols of a network: URL batches, search,
@@ -256,10 +253,9 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		evSignal:     make(chan struct{}, 1),
 		events:       make(chan MemberEvent, 256),
 		limiters:     map[peer.ID]*peerLimit{},
-		senders:      map[peer.ID]*senderSignals{},
-		inflight:     map[peer.ID]context.CancelFunc{},
 		start:        time.Now(),
 	}
+	n.outbox = newOutbox(n)
 	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim = ProtocolIDs(cfg.Network)
 	n.topicName = MembershipTopic(cfg.Network)
 	// The node's goroutines live until Close, not until the caller's ctx
@@ -360,7 +356,7 @@ func (n *Node) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInf
 }
 
 func (n *Node) startRest(ctx context.Context) error {
-	if err := n.loadOutboxState(); err != nil {
+	if err := n.outbox.load(); err != nil {
 		return err
 	}
 	if n.priv = n.h.Peerstore().PrivKey(n.h.ID()); n.priv == nil {
@@ -435,7 +431,7 @@ func (n *Node) startRest(ctx context.Context) error {
 	n.goLoop(n.heartbeatLoop)
 	n.goLoop(n.maintenanceLoop)
 	n.goLoop(func() { n.bootstrap(boot) })
-	n.startPendingSenders()
+	n.outbox.startSenders()
 	return nil
 }
 
@@ -531,10 +527,10 @@ func (n *Node) close(announce bool) error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	// Barrier: kickSender checks closed under obMu, so no sender starts
-	// (wg.Add) once Close proceeds to wg.Wait.
-	n.obMu.Lock()
-	n.obMu.Unlock() //nolint:staticcheck // empty critical section is the barrier
+	// Barrier: the outbox checks closed under its lock, so no sender
+	// starts (wg.Add) once Close proceeds to wg.Wait.
+	n.outbox.mu.Lock()
+	n.outbox.mu.Unlock() //nolint:staticcheck // empty critical section is the barrier
 
 	if announce && n.topic != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -601,7 +597,13 @@ func (n *Node) Addrs() []ma.Multiaddr {
 }
 
 // OutboxDepth is the number of URL records waiting in outboxes.
-func (n *Node) OutboxDepth() int { return int(n.depth.Load()) }
+func (n *Node) OutboxDepth() int {
+	d, _ := n.outbox.Depth(TopicURLs)
+	return d
+}
+
+// Outbox is the node's durable per-peer outbox.
+func (n *Node) Outbox() *Outbox { return n.outbox }
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
@@ -617,12 +619,11 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	members := len(n.members) + 1
 	n.mu.Unlock()
-	n.obMu.Lock()
-	byPeer := make(map[string]int, len(n.obCount))
-	for p, c := range n.obCount {
+	urls, counts := n.outbox.Depth(TopicURLs)
+	byPeer := make(map[string]int, len(counts))
+	for p, c := range counts {
 		byPeer[p.String()] = c
 	}
-	n.obMu.Unlock()
 	return Stats{
 		URLsForwarded:        n.st.urlsForwarded.Load(),
 		URLsReceived:         n.st.urlsReceived.Load(),
@@ -653,8 +654,9 @@ func (n *Node) Stats() Stats {
 		URLsFiltered:         n.st.urlsFiltered.Load(),
 		RelayersBanned:       n.st.relayersBanned.Load(),
 		GossipDrops:          n.st.gossip.total(),
-		OutboxDepth:          n.OutboxDepth(),
+		OutboxDepth:          urls,
 		OutboxByPeer:         byPeer,
+		OutboxByTopic:        n.outbox.depthByTopic(),
 		Members:              members,
 	}
 }
@@ -899,7 +901,11 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 			if len(text) > maxErrorBytes {
 				text = text[:maxErrorBytes]
 			}
-			out = encodeResponse(statusError, []byte(text))
+			status := byte(statusError)
+			if errors.Is(err, ErrRefused) {
+				status = statusRefused
+			}
+			out = encodeResponse(status, []byte(text))
 		default:
 			out = encodeResponse(statusOK, resp)
 		}
@@ -930,10 +936,17 @@ func (r idleReader) Read(p []byte) (int, error) {
 
 // RemoteError is an error reported by the remote handler (as opposed to a
 // transport failure): retrying the same message is unlikely to help.
+// Refused says the handler refused it by its rules (ErrRefused).
 type RemoteError struct {
-	Peer peer.ID
-	Msg  string
+	Peer    peer.ID
+	Msg     string
+	Refused bool
 }
+
+// ErrRefused is what a handler's error wraps when it refuses a message by
+// its rules (who may send what), not for a passing reason: the sender
+// learns it as a RemoteError with Refused set.
+var ErrRefused = errors.New("refused")
 
 func (e *RemoteError) Error() string { return fmt.Sprintf("peer %s: %s", e.Peer, e.Msg) }
 
@@ -977,7 +990,7 @@ func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byt
 		return nil, wrote, fmt.Errorf("p2p: response from %s: %w", p, err)
 	}
 	if status != statusOK {
-		return nil, wrote, &RemoteError{Peer: p, Msg: string(body)}
+		return nil, wrote, &RemoteError{Peer: p, Msg: string(body), Refused: status == statusRefused}
 	}
 	return body, wrote, nil
 }

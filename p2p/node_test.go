@@ -426,9 +426,9 @@ func TestOutboxAckThenDeleteAndSurvivesRestart(t *testing.T) {
 }
 
 func senderCount(n *Node) int {
-	n.obMu.Lock()
-	defer n.obMu.Unlock()
-	return len(n.senders)
+	n.outbox.mu.Lock()
+	defer n.outbox.mu.Unlock()
+	return len(n.outbox.senders)
 }
 
 func countPrefix(t *testing.T, db *badger.DB, prefix string) int {

@@ -7,72 +7,139 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// URLRecord is one discovered URL on its way to the owner of its host.
-type URLRecord struct {
-	URL        string
-	Anchor     string
-	SourceHost string
-	Cash       float64
-	Depth      int
-	Hops       int
+// TopicURLs is the outbox topic of URL forwarding (Forward): its records
+// are URL records, sent on the URL protocol, and the records of a peer
+// that left are re-routed to the owners by the current view.
+const TopicURLs = "urls"
+
+// OutboxTopic says how the records of one topic travel. Records are
+// opaque to the outbox; the topic's Batch makes messages of them, sent
+// on the deliver protocol under the topic's name.
+type OutboxTopic struct {
+	// Batch makes one message of the oldest records for a peer and says
+	// how many of them it used (at least one). A nil message drops the
+	// used records without sending them (they went stale).
+	Batch func(ctx context.Context, to peer.ID, recs [][]byte) (msg []byte, used int, err error)
+	// Delivered hears of every batch the peer acknowledged, with the
+	// sequence number of its last record; Failed of every delivery that
+	// failed. Both run on the sender's goroutine and must not block.
+	Delivered func(to peer.ID, seq uint64)
+	Failed    func(to peer.ID, err error)
+	// Linger is how long a record appended without urgency waits for
+	// company; MaxRecords caps the records read for one batch;
+	// SendTimeout bounds one delivery.
+	Linger      time.Duration
+	MaxRecords  int
+	SendTimeout time.Duration
 }
 
-// errBusy refuses a URL batch from a peer over its allowance; the sender
-// retries it from its outbox after a backoff.
-var errBusy = errors.New("busy: URL rate limit, retry later")
+// Outbox keeps records for peers by topic in Badger and delivers them:
+// one sender goroutine per peer and topic with records (it ends when they
+// are gone; the next Append starts another) reads them oldest first,
+// sends a batch, and deletes the records once the peer acknowledged it,
+// which the receiver does once its handler made them durable. One batch
+// is in flight per peer and topic (the acknowledgement is the flow
+// control); failures back off exponentially (RetryMin to RetryMax, ±20%
+// jitter), cut short when the peer's membership changes. Delivery is at
+// least once: a lost acknowledgement means a resend.
+//
+// Badger keys: "p:q/<topic>\x00<peer ID base58>\x00<seq 8 bytes
+// big-endian>" -> one record. seq is global and monotonic, restored from
+// the largest key at start, so each queue drains in order. URL records
+// of an earlier version ("p:o/<peer>/<seq>") are moved in at start.
+type Outbox struct {
+	n *Node
 
-// errOutboxFull refuses records for a peer whose outbox holds
-// MaxOutboxPerPeer records.
-var errOutboxFull = errors.New("outbox full")
-
-// ErrInvalidRecord marks records refused by Forward (too long, not UTF-8,
-// negative or non-finite cash...). The valid records of the same call are
-// still enqueued.
-var ErrInvalidRecord = errors.New("invalid URL record")
-
-// Outbox keys: "p:o/<peer ID, base58>/<seq, 8 bytes big-endian>" -> one
-// encoded record. seq is global and monotonic across restarts (rebuilt
-// from the largest key at start), so each outbox drains in FIFO order.
-const outboxPrefix = "p:o/"
-
-func outboxPeerPrefix(p peer.ID) []byte { return []byte(outboxPrefix + p.String() + "/") }
-
-func outboxKey(p peer.ID, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(outboxPeerPrefix(p), seq)
+	mu       sync.Mutex
+	topics   map[string]OutboxTopic
+	senders  map[queue]*senderSignals
+	inflight map[queue]context.CancelFunc
+	count    map[queue]int // records in each queue
+	seq      atomic.Uint64
 }
 
-// parseOutboxKey splits a key into peer and seq.
-func parseOutboxKey(k []byte) (peer.ID, uint64, bool) {
+// queue is the records of one topic for one peer.
+type queue struct {
+	topic string
+	peer  peer.ID
+}
+
+const (
+	outboxPrefix       = "p:q/"
+	legacyOutboxPrefix = "p:o/"
+)
+
+func queuePrefix(q queue) []byte {
+	return []byte(outboxPrefix + q.topic + "\x00" + q.peer.String() + "\x00")
+}
+
+func recordKey(q queue, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(queuePrefix(q), seq)
+}
+
+// parseRecordKey splits a key into queue and seq.
+func parseRecordKey(k []byte) (queue, uint64, bool) {
 	rest, ok := bytes.CutPrefix(k, []byte(outboxPrefix))
-	if !ok || len(rest) < 10 || rest[len(rest)-9] != '/' {
-		return "", 0, false
+	if !ok || len(rest) < 10 || rest[len(rest)-9] != 0 {
+		return queue{}, 0, false
 	}
-	p, err := peer.Decode(string(rest[:len(rest)-9]))
+	topic, id, ok := bytes.Cut(rest[:len(rest)-9], []byte{0})
+	if !ok || len(topic) == 0 {
+		return queue{}, 0, false
+	}
+	p, err := peer.Decode(string(id))
 	if err != nil {
-		return "", 0, false
+		return queue{}, 0, false
 	}
-	return p, binary.BigEndian.Uint64(rest[len(rest)-8:]), true
+	return queue{string(topic), p}, binary.BigEndian.Uint64(rest[len(rest)-8:]), true
 }
 
-// loadOutboxState counts records left by a previous run and restores the
-// sequence counter.
-func (n *Node) loadOutboxState() error {
-	var count int64
+func newOutbox(n *Node) *Outbox {
+	return &Outbox{
+		n: n, topics: map[string]OutboxTopic{}, senders: map[queue]*senderSignals{},
+		inflight: map[queue]context.CancelFunc{}, count: map[queue]int{},
+	}
+}
+
+// SetTopic installs how the records of topic travel; records of a topic
+// without one wait.
+func (o *Outbox) SetTopic(topic string, t OutboxTopic) {
+	o.mu.Lock()
+	o.topics[topic] = t
+	var waiting []queue
+	for q, c := range o.count {
+		if q.topic == topic && c > 0 {
+			waiting = append(waiting, q)
+		}
+	}
+	o.mu.Unlock()
+	for _, q := range waiting {
+		o.signal(q, true)
+	}
+}
+
+// load moves the records of an earlier version in, counts the records
+// left by the last run and restores the sequence counter.
+func (o *Outbox) load() error {
+	if err := o.moveLegacy(); err != nil {
+		return err
+	}
+	count := map[queue]int{}
 	var maxSeq uint64
-	perPeer := map[peer.ID]int{}
-	err := n.db.View(func(txn *badger.Txn) error {
+	err := o.n.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(outboxPrefix)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			if p, seq, ok := parseOutboxKey(it.Item().Key()); ok {
-				count++
-				perPeer[p]++
+			if q, seq, ok := parseRecordKey(it.Item().Key()); ok {
+				count[q]++
 				maxSeq = max(maxSeq, seq)
 			}
 		}
@@ -81,284 +148,312 @@ func (n *Node) loadOutboxState() error {
 	if err != nil {
 		return fmt.Errorf("p2p: scan outbox: %w", err)
 	}
-	n.depth.Store(count)
-	n.seq.Store(maxSeq)
-	n.obMu.Lock()
-	n.obCount = perPeer
-	n.obMu.Unlock()
+	o.seq.Store(maxSeq)
+	o.mu.Lock()
+	o.count = count
+	o.mu.Unlock()
 	return nil
 }
 
-// startPendingSenders starts a sender for every peer with a non-empty
-// outbox from a previous run.
-func (n *Node) startPendingSenders() {
+// moveLegacy appends the URL records of the earlier key scheme to
+// TopicURLs, in their order, and deletes them.
+func (o *Outbox) moveLegacy() error {
+	var keys, vals [][]byte
 	var peers []peer.ID
-	_ = n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(outboxPrefix)})
+	err := o.n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(legacyOutboxPrefix)})
 		defer it.Close()
-		var last peer.ID
 		for it.Rewind(); it.Valid(); it.Next() {
-			if p, _, ok := parseOutboxKey(it.Item().Key()); ok && p != last {
-				peers = append(peers, p)
-				last = p
+			k := it.Item().KeyCopy(nil)
+			rest := k[len(legacyOutboxPrefix):]
+			keys = append(keys, k)
+			if len(rest) < 10 || rest[len(rest)-9] != '/' {
+				peers, vals = append(peers, ""), append(vals, nil)
+				continue
 			}
+			p, err := peer.Decode(string(rest[:len(rest)-9]))
+			if err != nil {
+				p = ""
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			peers, vals = append(peers, p), append(vals, v)
 		}
 		return nil
 	})
-	for _, p := range peers {
-		n.kickSender(p)
-	}
-}
-
-// Forward routes records to the owners of their hosts by this node's view.
-// Records this node owns go straight to the URL handler; the others are
-// appended durably to per-owner outboxes. It returns once every record is
-// either handled or persisted (as durable as the DB's SyncWrites setting).
-// Delivery is at-least-once: a batch whose ack is lost is sent again.
-func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
-	if err := ctx.Err(); err != nil {
+	if err != nil || len(keys) == 0 {
 		return err
 	}
-	var invalid []error
-	byOwner := map[peer.ID][]URLRecord{}
-	view := n.View()
-	for _, r := range recs {
-		if err := validateRecord(r); err != nil {
-			n.st.urlsInvalid.Add(1)
-			if len(invalid) < 3 {
-				invalid = append(invalid, fmt.Errorf("%.100q: %w", r.URL, err))
+	wb := o.n.db.NewWriteBatch()
+	defer wb.Cancel()
+	var seq uint64
+	for i, k := range keys {
+		if peers[i] != "" {
+			seq++
+			if err := wb.Set(recordKey(queue{TopicURLs, peers[i]}, seq), vals[i]); err != nil {
+				return fmt.Errorf("p2p: move outbox: %w", err)
 			}
-			continue
 		}
-		host, err := hostOf(r.URL)
-		if err != nil {
-			n.st.urlsInvalid.Add(1)
-			if len(invalid) < 3 {
-				invalid = append(invalid, err)
-			}
-			continue
-		}
-		o := view.Owner(host)
-		byOwner[o] = append(byOwner[o], r)
-	}
-	for o, rs := range byOwner {
-		if o == n.h.ID() {
-			if err := n.deliverLocal(ctx, n.h.ID(), rs); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := n.appendOutbox(o, rs); errors.Is(err, errOutboxFull) {
-			// Only a member silent for very long fills an outbox, and a
-			// silent member leaves the view, which re-routes its outbox:
-			// this node's own links to it are dropped rather than stall
-			// the crawl.
-			n.st.urlsDropped.Add(uint64(len(rs)))
-			if n.refusalLog.Allow() {
-				n.log.Warn("outbox full: dropping forwarded URLs", "peer", o, "records", len(rs), "cap", n.cfg.MaxOutboxPerPeer)
-			}
-		} else if err != nil {
-			return err
+		if err := wb.Delete(k); err != nil {
+			return fmt.Errorf("p2p: move outbox: %w", err)
 		}
 	}
-	if len(invalid) > 0 {
-		return fmt.Errorf("p2p: forward: %w: %w", ErrInvalidRecord, errors.Join(invalid...))
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("p2p: move outbox: %w", err)
 	}
+	o.n.log.Info("moved outbox records to the topic outbox", "records", seq)
 	return nil
 }
 
-func (n *Node) deliverLocal(ctx context.Context, from peer.ID, recs []URLRecord) error {
-	n.mu.Lock()
-	h := n.urlH
-	n.mu.Unlock()
-	if h == nil {
-		return errors.New("p2p: no URL handler set for records this node owns")
+// startSenders starts a sender for every queue left by the last run.
+func (o *Outbox) startSenders() {
+	o.mu.Lock()
+	var qs []queue
+	for q, c := range o.count {
+		if c > 0 {
+			qs = append(qs, q)
+		}
 	}
-	if err := h(ctx, from, recs); err != nil {
-		return fmt.Errorf("p2p: local URL handler: %w", err)
+	o.mu.Unlock()
+	for _, q := range qs {
+		o.signal(q, true)
 	}
-	return nil
 }
 
-// SetURLHandler installs the receiver of records this node owns. The
-// handler must make them durable before returning nil (the batch is then
-// acknowledged); an error makes the sender retry later. Because delivery
-// is at-least-once, the handler must tolerate duplicates (node dedups
-// against its URL-seen set).
-func (n *Node) SetURLHandler(h func(ctx context.Context, from peer.ID, recs []URLRecord) error) {
-	n.mu.Lock()
-	n.urlH = h
-	n.mu.Unlock()
-}
-
-// SetURLFilter installs a check of the records of every batch a peer
-// sends, made where they first arrive, before they are handled or passed
-// on: f reports for each record whether it is taken, and those it refuses
-// are dropped (Stats.URLsFiltered). node decides which links a sender may
-// vouch for; p2p does not know what a source host means.
-func (n *Node) SetURLFilter(f func(from peer.ID, recs []URLRecord) []bool) {
-	n.mu.Lock()
-	n.urlFilter = f
-	n.mu.Unlock()
-}
-
-// appendOutbox persists records for peer p and wakes its sender.
-func (n *Node) appendOutbox(p peer.ID, recs []URLRecord) error {
+// Append keeps recs for peer to under topic and wakes the sender: at once
+// if urgent, else after the topic's Linger. It returns the sequence
+// number of the last record once all are as durable as the DB's
+// SyncWrites setting makes them. A queue holds at most MaxOutboxPerPeer
+// records; beyond, nothing is kept and the error wraps errOutboxFull.
+func (o *Outbox) Append(to peer.ID, topic string, recs [][]byte, urgent bool) (last uint64, err error) {
 	if len(recs) == 0 {
-		return nil
+		return 0, nil
 	}
-	n.obMu.Lock()
-	if n.obCount[p]+len(recs) > n.cfg.MaxOutboxPerPeer {
-		n.obMu.Unlock()
-		n.st.outboxFull.Add(uint64(len(recs)))
-		return fmt.Errorf("p2p: outbox of %s: %w (%d records)", p, errOutboxFull, n.cfg.MaxOutboxPerPeer)
+	if topic == "" || len(topic) > maxTopicBytes {
+		return 0, fmt.Errorf("p2p: outbox: topic length %d out of range", len(topic))
 	}
-	n.obCount[p] += len(recs)
-	n.obMu.Unlock()
+	q := queue{topic, to}
+	o.mu.Lock()
+	if o.count[q]+len(recs) > o.n.cfg.MaxOutboxPerPeer {
+		o.mu.Unlock()
+		o.n.st.outboxFull.Add(uint64(len(recs)))
+		return 0, fmt.Errorf("p2p: outbox %s of %s: %w (%d records)", topic, to, errOutboxFull, o.n.cfg.MaxOutboxPerPeer)
+	}
+	o.count[q] += len(recs)
+	o.mu.Unlock()
 	written := false
 	defer func() {
 		if !written {
-			n.obMu.Lock()
-			n.obCount[p] -= len(recs)
-			n.obMu.Unlock()
+			o.mu.Lock()
+			o.count[q] -= len(recs)
+			o.mu.Unlock()
 		}
 	}()
-	txn := n.db.NewTransaction(true)
+	txn := o.n.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	for _, r := range recs {
-		k, v := outboxKey(p, n.seq.Add(1)), encodeOutboxRecord(r)
-		err := txn.Set(k, v)
+		last = o.seq.Add(1)
+		k := recordKey(q, last)
+		err := txn.Set(k, r)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = txn.Commit(); err != nil {
-				return fmt.Errorf("p2p: persist outbox: %w", err)
+				return 0, fmt.Errorf("p2p: persist outbox: %w", err)
 			}
-			txn = n.db.NewTransaction(true)
-			err = txn.Set(k, v)
+			txn = o.n.db.NewTransaction(true)
+			err = txn.Set(k, r)
 		}
 		if err != nil {
-			return fmt.Errorf("p2p: persist outbox: %w", err)
+			return 0, fmt.Errorf("p2p: persist outbox: %w", err)
 		}
 	}
 	if err := txn.Commit(); err != nil {
-		return fmt.Errorf("p2p: persist outbox: %w", err)
+		return 0, fmt.Errorf("p2p: persist outbox: %w", err)
 	}
 	written = true
-	n.depth.Add(int64(len(recs)))
-	n.kickSender(p)
-	return nil
+	o.signal(q, urgent)
+	return last, nil
 }
 
-// abortSend cancels an in-flight batch to p (it has left).
-func (n *Node) abortSend(p peer.ID) {
-	n.obMu.Lock()
-	if cancel := n.inflight[p]; cancel != nil {
-		cancel()
+// Drop deletes every record for peer to under topic.
+func (o *Outbox) Drop(to peer.ID, topic string) error {
+	q := queue{topic, to}
+	var keys [][]byte
+	err := o.n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(q)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("p2p: drop outbox %s of %s: %w", topic, to, err)
 	}
-	n.obMu.Unlock()
+	return o.delete(keys)
 }
 
-// senderSignals wake a sender: kick when records were added (honoured
-// when idle), wake when p's membership changed (also cuts a backoff short:
-// a peer that just joined is worth trying now, one that left is re-routed).
+// Peers lists the peers with records under topic.
+func (o *Outbox) Peers(topic string) []peer.ID {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []peer.ID
+	for q, c := range o.count {
+		if q.topic == topic && c > 0 {
+			out = append(out, q.peer)
+		}
+	}
+	return out
+}
+
+// Depth is the number of records waiting under topic, in all and by peer.
+func (o *Outbox) Depth(topic string) (int, map[peer.ID]int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	total, byPeer := 0, map[peer.ID]int{}
+	for q, c := range o.count {
+		if q.topic == topic && c > 0 {
+			total += c
+			byPeer[q.peer] = c
+		}
+	}
+	return total, byPeer
+}
+
+// depthByTopic is the number of records waiting under each topic.
+func (o *Outbox) depthByTopic() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int{}
+	for q, c := range o.count {
+		if c > 0 {
+			out[q.topic] += c
+		}
+	}
+	return out
+}
+
+// senderSignals wake a sender: kick when records were added urgently
+// (honoured when idle), nudge when records were added without urgency
+// (the sender lingers first), wake when the peer's membership changed
+// (also cuts a backoff short: a peer that just joined is worth trying
+// now, one that left is re-routed).
 type senderSignals struct {
-	kick, wake chan struct{}
+	kick, nudge, wake chan struct{}
 }
 
-// kickSender wakes (or starts) the sender goroutine for p.
-func (n *Node) kickSender(p peer.ID) { n.signalSender(p, false) }
+// signal wakes (or starts) the sender of q.
+func (o *Outbox) signal(q queue, urgent bool) {
+	if urgent {
+		o.notify(q, func(s *senderSignals) chan struct{} { return s.kick })
+	} else {
+		o.notify(q, func(s *senderSignals) chan struct{} { return s.nudge })
+	}
+}
 
-// wakeSender is kickSender for membership changes.
-func (n *Node) wakeSender(p peer.ID) { n.signalSender(p, true) }
+// wakePeer wakes the senders of every queue of p (its membership changed)
+// and, when abort, cancels their batches in flight (it left: a dial to a
+// dead address would take long to fail, and its URL records are
+// re-routed).
+func (o *Outbox) wakePeer(p peer.ID, abort bool) {
+	o.mu.Lock()
+	var qs []queue
+	for q := range o.senders {
+		if q.peer == p {
+			qs = append(qs, q)
+			if cancel := o.inflight[q]; abort && cancel != nil {
+				cancel()
+			}
+		}
+	}
+	for q, c := range o.count {
+		if q.peer == p && c > 0 && o.senders[q] == nil {
+			qs = append(qs, q)
+		}
+	}
+	o.mu.Unlock()
+	for _, q := range qs {
+		o.notify(q, func(s *senderSignals) chan struct{} { return s.wake })
+	}
+}
 
-func (n *Node) signalSender(p peer.ID, membership bool) {
-	if p == n.h.ID() {
+func (o *Outbox) notify(q queue, ch func(*senderSignals) chan struct{}) {
+	if q.peer == o.n.h.ID() {
 		return
 	}
-	n.obMu.Lock()
-	defer n.obMu.Unlock()
-	if n.closed.Load() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n.closed.Load() {
 		return
 	}
-	sig, ok := n.senders[p]
+	sig, ok := o.senders[q]
 	if !ok {
-		sig = &senderSignals{kick: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
-		n.senders[p] = sig
-		n.goLoop(func() { n.senderLoop(p, sig) })
+		sig = &senderSignals{kick: make(chan struct{}, 1), nudge: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+		o.senders[q] = sig
+		o.n.goLoop(func() { o.senderLoop(q, sig) })
 	}
-	// Signalled under obMu, so that retireSender cannot remove a sender
-	// between this lookup and the signal.
-	ch := sig.kick
-	if membership {
-		ch = sig.wake
-	}
+	// Signalled under mu, so that retire cannot remove a sender between
+	// this lookup and the signal.
 	select {
-	case ch <- struct{}{}:
+	case ch(sig) <- struct{}{}:
 	default:
 	}
 }
 
-// retireSender ends p's sender when it is idle (outbox empty, no backoff)
-// and no signal is pending: a node in a network of N members would
-// otherwise keep N parked goroutines, most for peers it never forwards to.
-// The next kick starts a new one.
-func (n *Node) retireSender(p peer.ID, sig *senderSignals) bool {
-	n.obMu.Lock()
-	defer n.obMu.Unlock()
-	if len(sig.kick) > 0 || len(sig.wake) > 0 {
+// retire ends q's sender when it is idle (queue empty, no backoff) and no
+// signal is pending: a node in a network of N members would otherwise
+// keep N parked goroutines per topic, most for peers it never sends to.
+func (o *Outbox) retire(q queue, sig *senderSignals) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(sig.kick) > 0 || len(sig.nudge) > 0 || len(sig.wake) > 0 {
 		return false
 	}
-	delete(n.senders, p)
+	delete(o.senders, q)
 	return true
 }
 
 type outboxEntry struct {
 	key []byte
-	rec URLRecord
+	seq uint64
+	val []byte
 }
 
-// readOutbox returns the oldest records for p, bounded by count and by an
-// estimate of the inflated batch size.
-func (n *Node) readOutbox(p peer.ID) ([]outboxEntry, error) {
+// read returns up to limit of the oldest records of q, and at most about
+// budget bytes of them (one at least).
+func (o *Outbox) read(q queue, limit, budget int) ([]outboxEntry, error) {
 	var out []outboxEntry
-	var corrupt [][]byte
-	budget := n.cfg.MaxMessageBytes / 2
-	err := n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: outboxPeerPrefix(p), PrefetchValues: true, PrefetchSize: 256})
+	err := o.n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(q), PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
 		size := 0
-		for it.Rewind(); it.Valid() && len(out) < n.cfg.BatchMaxURLs; it.Next() {
+		for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
 			item := it.Item()
 			v, err := item.ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			rec, err := decodeOutboxRecord(v)
-			if err != nil {
-				corrupt = append(corrupt, item.KeyCopy(nil))
-				continue
-			}
 			size += len(v) + 16
 			if size > budget && len(out) > 0 {
 				break
 			}
-			out = append(out, outboxEntry{key: item.KeyCopy(nil), rec: rec})
+			k := item.KeyCopy(nil)
+			out = append(out, outboxEntry{key: k, seq: binary.BigEndian.Uint64(k[len(k)-8:]), val: v})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("p2p: read outbox: %w", err)
 	}
-	if len(corrupt) > 0 {
-		n.log.Error("dropping undecodable outbox records", "peer", p, "count", len(corrupt))
-		if err := n.deleteKeys(corrupt); err != nil {
-			return nil, err
-		}
-	}
 	return out, nil
 }
 
-func (n *Node) deleteKeys(keys [][]byte) error {
-	wb := n.db.NewWriteBatch()
+func (o *Outbox) delete(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	wb := o.n.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {
 		if err := wb.Delete(k); err != nil {
@@ -368,258 +463,173 @@ func (n *Node) deleteKeys(keys [][]byte) error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("p2p: delete outbox records: %w", err)
 	}
-	n.depth.Add(-int64(len(keys)))
-	n.obMu.Lock()
+	o.mu.Lock()
 	for _, k := range keys {
-		if p, _, ok := parseOutboxKey(k); ok {
-			if n.obCount[p]--; n.obCount[p] <= 0 {
-				delete(n.obCount, p)
+		if q, _, ok := parseRecordKey(k); ok {
+			if o.count[q]--; o.count[q] <= 0 {
+				delete(o.count, q)
 			}
 		}
 	}
-	n.obMu.Unlock()
+	o.mu.Unlock()
 	return nil
 }
 
-// senderLoop drains p's outbox: batch, send, delete on ack; back off
-// exponentially (with jitter) while p is unreachable; re-route the outbox
-// when p is no longer a member; end once the outbox is empty.
-func (n *Node) senderLoop(p peer.ID, sig *senderSignals) {
+// senderLoop drains q: batch, send, delete on ack; back off exponentially
+// (with jitter) while the peer is unreachable; re-route URL records when
+// the peer is no longer a member; end once the queue is empty.
+func (o *Outbox) senderLoop(q queue, sig *senderSignals) {
+	n := o.n
 	backoff := time.Duration(0)
 	for {
-		if backoff > 0 {
-			t := time.NewTimer(backoff)
-			select {
-			case <-n.ctx.Done():
-				t.Stop()
-				return
-			case <-sig.wake:
-			case <-t.C:
-			}
-			t.Stop()
-		} else {
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-sig.kick:
-			case <-sig.wake:
-			}
-			if n.cfg.BatchDelay > 0 && !sleepCtx(n.ctx, n.cfg.BatchDelay) {
-				return
-			}
+		if !o.await(q, sig, backoff) {
+			return
 		}
 		for n.ctx.Err() == nil {
-			entries, err := n.readOutbox(p)
+			more, err := o.deliverOnce(q)
 			if err != nil {
-				n.log.Error("outbox", "peer", p, "err", err)
-				backoff = n.nextBackoff(backoff)
-				break
-			}
-			if len(entries) == 0 {
-				backoff = 0
-				break
-			}
-			if !n.isMember(p) {
-				// Give a restarted node time to hear heartbeats before
-				// deciding that an outbox's peer is gone.
-				if time.Since(n.start) < 2*n.cfg.MemberTimeout {
-					backoff = n.nextBackoff(backoff)
-					break
-				}
-				if err := n.reroute(p, entries); err != nil {
-					n.log.Error("re-route outbox", "peer", p, "err", err)
-					backoff = n.nextBackoff(backoff)
-					break
-				}
-				continue
-			}
-			if err := n.sendBatch(p, entries); err != nil {
 				n.st.sendFailures.Add(1)
-				n.log.Debug("URL batch not delivered", "peer", p, "records", len(entries), "err", err)
+				n.log.Debug("outbox delivery failed", "topic", q.topic, "peer", q.peer, "err", err)
 				backoff = n.nextBackoff(backoff)
 				break
 			}
 			backoff = 0
+			if !more {
+				break
+			}
 		}
-		if backoff == 0 && n.ctx.Err() == nil && n.retireSender(p, sig) {
+		if backoff == 0 && n.ctx.Err() == nil && o.retire(q, sig) {
 			return
 		}
 	}
+}
+
+// await blocks until the sender has work: after a backoff, or when
+// signalled (lingering after a nudge); false once the node closes.
+func (o *Outbox) await(q queue, sig *senderSignals, backoff time.Duration) bool {
+	ctx := o.n.ctx
+	if backoff > 0 {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-sig.wake:
+		case <-t.C:
+		}
+		return true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-sig.kick:
+		return true
+	case <-sig.wake:
+		return true
+	case <-sig.nudge:
+	}
+	linger := o.n.cfg.BatchDelay
+	if q.topic != TopicURLs {
+		o.mu.Lock()
+		linger = o.topics[q.topic].Linger
+		o.mu.Unlock()
+	}
+	if linger <= 0 {
+		return true
+	}
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-sig.kick:
+	case <-t.C:
+	}
+	return true
+}
+
+// deliverOnce sends one batch of q and reports whether records remain.
+func (o *Outbox) deliverOnce(q queue) (more bool, err error) {
+	n := o.n
+	if q.topic == TopicURLs {
+		entries, err := o.read(q, n.cfg.BatchMaxURLs, n.cfg.MaxMessageBytes/2)
+		if err != nil || len(entries) == 0 {
+			return false, err
+		}
+		if !n.isMember(q.peer) {
+			// Give a restarted node time to hear heartbeats before
+			// deciding that an outbox's peer is gone.
+			if time.Since(n.start) < 2*n.cfg.MemberTimeout {
+				return false, fmt.Errorf("p2p: %s is not a member yet", q.peer)
+			}
+			return true, n.reroute(q.peer, entries)
+		}
+		return true, n.sendURLBatch(q.peer, entries)
+	}
+	o.mu.Lock()
+	t, ok := o.topics[q.topic]
+	o.mu.Unlock()
+	if !ok {
+		return false, fmt.Errorf("p2p: outbox topic %q has no sender", q.topic)
+	}
+	entries, err := o.read(q, max(t.MaxRecords, 1), n.cfg.MaxMessageBytes/2)
+	if err != nil || len(entries) == 0 {
+		return false, err
+	}
+	err = o.deliverBatch(q, t, entries)
+	if err != nil && t.Failed != nil {
+		t.Failed(q.peer, err)
+	}
+	return true, err
+}
+
+// deliverBatch sends one message of a topic's records and deletes what it
+// carried once acknowledged.
+func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) error {
+	n := o.n
+	timeout := t.SendTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	defer cancel()
+	recs := make([][]byte, len(entries))
+	for i, e := range entries {
+		recs[i] = e.val
+	}
+	msg, used, err := t.Batch(ctx, q.peer, recs)
+	if err != nil {
+		return fmt.Errorf("p2p: batch %s for %s: %w", q.topic, q.peer, err)
+	}
+	used = min(max(used, 1), len(entries))
+	if msg != nil {
+		o.mu.Lock()
+		o.inflight[q] = cancel
+		o.mu.Unlock()
+		defer func() {
+			o.mu.Lock()
+			delete(o.inflight, q)
+			o.mu.Unlock()
+		}()
+		if _, _, err := n.call(ctx, q.peer, n.protoDeliver, encodeDeliver(q.topic, msg)); err != nil {
+			return fmt.Errorf("p2p: deliver %s to %s: %w", q.topic, q.peer, err)
+		}
+	}
+	keys := make([][]byte, used)
+	for i, e := range entries[:used] {
+		keys[i] = e.key
+	}
+	if err := o.delete(keys); err != nil {
+		return err
+	}
+	if t.Delivered != nil {
+		t.Delivered(q.peer, entries[used-1].seq)
+	}
+	return nil
 }
 
 func (n *Node) nextBackoff(cur time.Duration) time.Duration {
 	next := min(max(cur*2, n.cfg.RetryMin), n.cfg.RetryMax)
 	// ±20% jitter so that senders to one recovering peer spread out.
 	return next + time.Duration((rand.Float64()-0.5)*0.4*float64(next))
-}
-
-func (n *Node) sendBatch(p peer.ID, entries []outboxEntry) error {
-	recs := make([]URLRecord, len(entries))
-	keys := make([][]byte, len(entries))
-	for i, e := range entries {
-		recs[i], keys[i] = e.rec, e.key
-	}
-	msg, err := encodeURLBatch(recs)
-	if err != nil {
-		return err
-	}
-	if len(msg) > n.cfg.MaxMessageBytes-16 {
-		if len(entries) == 1 {
-			n.log.Error("dropping URL record larger than the message cap", "peer", p, "url", recs[0].URL)
-			return n.deleteKeys(keys)
-		}
-		half := len(entries) / 2
-		if err := n.sendBatch(p, entries[:half]); err != nil {
-			return err
-		}
-		return n.sendBatch(p, entries[half:])
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
-	defer cancel()
-	// A member that leaves aborts the send at once (its outbox is then
-	// re-routed) instead of waiting for a dial to a dead address to fail.
-	n.obMu.Lock()
-	n.inflight[p] = cancel
-	n.obMu.Unlock()
-	defer func() {
-		n.obMu.Lock()
-		delete(n.inflight, p)
-		n.obMu.Unlock()
-	}()
-	_, wrote, err := n.call(ctx, p, n.protoURLs, msg)
-	n.st.forwardBytes.Add(uint64(wrote))
-	if err != nil {
-		return err
-	}
-	// Ack received: the receiver has made the records durable (or passed
-	// them on), so now, and only now, they leave our outbox. They count as
-	// forwarded first, so that an empty outbox never shows them uncounted.
-	n.st.batchesSent.Add(1)
-	n.st.urlsForwarded.Add(uint64(len(recs)))
-	return n.deleteKeys(keys)
-}
-
-// reroute moves the records of a departed peer to the owners by the
-// current view (the new owner of their hosts), atomically per record set.
-func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
-	view := n.View()
-	byOwner := map[peer.ID][]URLRecord{}
-	var local []URLRecord
-	for _, e := range entries {
-		host, err := hostOf(e.rec.URL)
-		if err != nil {
-			continue
-		}
-		o := view.Owner(host)
-		if o == n.h.ID() {
-			local = append(local, e.rec)
-		} else {
-			byOwner[o] = append(byOwner[o], e.rec)
-		}
-	}
-	if len(local) > 0 {
-		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
-		err := n.deliverLocal(ctx, n.h.ID(), local)
-		cancel()
-		if err != nil {
-			return err
-		}
-	}
-	for o, rs := range byOwner {
-		if err := n.appendOutbox(o, rs); err != nil {
-			return err
-		}
-	}
-	keys := make([][]byte, len(entries))
-	for i, e := range entries {
-		keys[i] = e.key
-	}
-	n.log.Info("re-routed outbox of departed member", "peer", from, "records", len(entries))
-	return n.deleteKeys(keys)
-}
-
-// handleURLs receives a batch: records this node owns go to the handler,
-// the others move on greedily to the closest member it knows (which is
-// strictly closer to the host than this node, so forwarding cannot loop).
-//
-// A sender over its URL allowance (PeerURLRate) is told it is busy before
-// its batch is even inflated; it keeps the batch in its outbox and retries.
-// Records for hosts this node does not own are not taken on trust either
-// way: each goes to the owner by this node's view, at most MaxHops hops
-// from its origin, and counts against the sender's allowance like the rest.
-func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
-	if n.opts.intakeGate != nil {
-		if err := n.opts.intakeGate(); err != nil {
-			return nil, err
-		}
-	}
-	if !n.urlAllowance(from) {
-		n.st.urlBatchesRefused.Add(1)
-		return nil, errBusy
-	}
-	recs, err := decodeURLBatch(msg, n.cfg.MaxMessageBytes)
-	if err != nil {
-		return nil, err
-	}
-	if !n.takeURLs(from, len(recs)) {
-		n.st.urlBatchesRefused.Add(1)
-		return nil, errBusy
-	}
-	n.st.batchesReceived.Add(1)
-	n.st.urlsReceived.Add(uint64(len(recs)))
-	n.st.receivedBytes.Add(uint64(len(msg) + uvarintLen(uint64(len(msg)))))
-	view := n.View()
-	self := n.h.ID()
-	n.mu.Lock()
-	filter := n.urlFilter
-	n.mu.Unlock()
-	var keep []bool
-	if filter != nil {
-		keep = filter(from, recs)
-	}
-	var mine []URLRecord
-	onward := map[peer.ID][]URLRecord{}
-	for i, r := range recs {
-		if keep != nil && !keep[i] {
-			n.st.urlsFiltered.Add(1)
-			continue
-		}
-		for {
-			cur := n.st.maxHops.Load()
-			if int64(r.Hops) <= cur || n.st.maxHops.CompareAndSwap(cur, int64(r.Hops)) {
-				break
-			}
-		}
-		host, err := hostOf(r.URL)
-		if err != nil {
-			return nil, malformed("record url: %v", err)
-		}
-		o := view.Owner(host)
-		if o == self {
-			mine = append(mine, r)
-			continue
-		}
-		if r.Hops+1 > n.cfg.MaxHops {
-			n.st.urlsDropped.Add(1)
-			n.log.Warn("dropping URL past hop limit", "url", r.URL, "hops", r.Hops, "from", from)
-			continue
-		}
-		r.Hops++
-		onward[o] = append(onward[o], r)
-	}
-	if len(mine) > 0 {
-		if err := n.deliverLocal(ctx, from, mine); err != nil {
-			return nil, err
-		}
-	}
-	for o, rs := range onward {
-		if err := n.appendOutbox(o, rs); errors.Is(err, errOutboxFull) {
-			n.st.urlBatchesRefused.Add(1)
-			return nil, errBusy // the sender keeps the batch and retries
-		} else if err != nil {
-			return nil, err
-		}
-		n.st.urlsReforwarded.Add(uint64(len(rs)))
-	}
-	return nil, nil
 }

@@ -300,6 +300,9 @@ func decodeOutboxRecord(b []byte) (URLRecord, error) {
 const (
 	statusOK    = 0
 	statusError = 1
+	// statusRefused is an error the handler refused the message with by
+	// its rules (ErrRefused): sent again unchanged, it is refused again.
+	statusRefused = 2
 )
 
 // encodeResponse is the reply of every request/response protocol: a status
@@ -318,10 +321,10 @@ func decodeResponse(b []byte) (status byte, body []byte, err error) {
 	if r.Err() != nil {
 		return 0, nil, r.Err()
 	}
-	if status != statusOK && status != statusError {
+	if status > statusRefused {
 		return 0, nil, malformed("response status %d", status)
 	}
-	if status == statusError && len(r.Rest()) > maxErrorBytes {
+	if status != statusOK && len(r.Rest()) > maxErrorBytes {
 		return 0, nil, malformed("error text of %d bytes", len(r.Rest()))
 	}
 	return status, r.Rest(), nil

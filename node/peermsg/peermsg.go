@@ -58,6 +58,10 @@ type Pages struct {
 	Anchors map[string][]string
 	// Sitemaps are the sitemaps the owner read, with what they listed.
 	Sitemaps []Sitemap
+	// Queued are URLs other members sent the owner, queued and not
+	// fetched yet: a replica that takes the host over queues them again.
+	// An optional last section (absent when empty).
+	Queued []Fetched
 }
 
 // Fetched is a URL of Host settled without a page.
@@ -106,9 +110,9 @@ func readStrings(r *p2p.Decoder, maxCount, maxBytes int, what string) []string {
 // bytes to MaxRawBytes); a document that does not is an error, so a
 // sender never produces what its peers refuse.
 func EncodePages(m *Pages) ([]byte, error) {
-	if len(m.Docs) > MaxDocs || len(m.Fetched) > MaxMarkers || len(m.Anchors) > MaxAnchorURLs || len(m.Sitemaps) > MaxSitemaps {
-		return nil, fmt.Errorf("pages message over its caps: %d docs, %d markers, %d anchor URLs, %d sitemaps",
-			len(m.Docs), len(m.Fetched), len(m.Anchors), len(m.Sitemaps))
+	if len(m.Docs) > MaxDocs || len(m.Fetched) > MaxMarkers || len(m.Anchors) > MaxAnchorURLs || len(m.Sitemaps) > MaxSitemaps || len(m.Queued) > MaxMarkers {
+		return nil, fmt.Errorf("pages message over its caps: %d docs, %d markers, %d anchor URLs, %d sitemaps, %d queued",
+			len(m.Docs), len(m.Fetched), len(m.Anchors), len(m.Sitemaps), len(m.Queued))
 	}
 	b := []byte{version}
 	b = binary.AppendUvarint(b, uint64(len(m.Docs)))
@@ -118,11 +122,7 @@ func EncodePages(m *Pages) ([]byte, error) {
 		}
 		b = appendDoc(b, d)
 	}
-	b = binary.AppendUvarint(b, uint64(len(m.Fetched)))
-	for _, f := range m.Fetched {
-		b = p2p.AppendString(b, f.Host)
-		b = p2p.AppendString(b, f.URL)
-	}
+	b = appendURLs(b, m.Fetched)
 	b = binary.AppendUvarint(b, uint64(len(m.Anchors)))
 	for u, texts := range m.Anchors {
 		if len(texts) > MaxAnchorsPerURL {
@@ -135,7 +135,31 @@ func EncodePages(m *Pages) ([]byte, error) {
 	for _, s := range m.Sitemaps {
 		b = appendSitemap(b, s)
 	}
+	if len(m.Queued) > 0 {
+		b = appendURLs(b, m.Queued)
+	}
 	return b, nil
+}
+
+func appendURLs(b []byte, us []Fetched) []byte {
+	b = binary.AppendUvarint(b, uint64(len(us)))
+	for _, f := range us {
+		b = p2p.AppendString(b, f.Host)
+		b = p2p.AppendString(b, f.URL)
+	}
+	return b
+}
+
+func readURLs(r *p2p.Decoder, what string) []Fetched {
+	n := r.Count(MaxMarkers, 2, what+" count")
+	if n == 0 {
+		return nil
+	}
+	out := make([]Fetched, n)
+	for i := range out {
+		out[i] = Fetched{Host: r.String(MaxHostBytes, what+" host"), URL: r.String(MaxURLBytes, what+" URL")}
+	}
+	return out
 }
 
 func appendSitemap(b []byte, s Sitemap) []byte {
@@ -167,12 +191,7 @@ func DecodePages(b []byte) (*Pages, error) {
 			m.Docs = append(m.Docs, readDoc(r))
 		}
 	}
-	if n := r.Count(MaxMarkers, 2, "marker count"); n > 0 {
-		m.Fetched = make([]Fetched, n)
-		for i := range m.Fetched {
-			m.Fetched[i] = Fetched{Host: r.String(MaxHostBytes, "marker host"), URL: r.String(MaxURLBytes, "marker URL")}
-		}
-	}
+	m.Fetched = readURLs(r, "marker")
 	if n := r.Count(MaxAnchorURLs, 2, "anchor URL count"); n > 0 {
 		m.Anchors = make(map[string][]string, n)
 		for i := 0; i < n && r.Err() == nil; i++ {
@@ -188,6 +207,12 @@ func DecodePages(b []byte) (*Pages, error) {
 		m.Sitemaps = make([]Sitemap, n)
 		for i := range m.Sitemaps {
 			m.Sitemaps[i] = readSitemap(r)
+		}
+	}
+	if r.Err() == nil && len(r.Rest()) > 0 {
+		m.Queued = readURLs(r, "queued")
+		if r.Err() == nil && len(m.Queued) == 0 {
+			r.Fail("empty queued section")
 		}
 	}
 	if err := r.Done("pages message"); err != nil {

@@ -32,6 +32,7 @@ func samplePages() *Pages {
 		Fetched:  []Fetched{{Host: "a.test", URL: "http://a.test/gone"}},
 		Anchors:  map[string][]string{"http://a.test/x.html": {"see x", "x"}},
 		Sitemaps: []Sitemap{{Host: "a.test", URL: "http://a.test/sitemap.xml", Listed: []string{"http://a.test/y"}, Children: []string{"http://a.test/s2.xml"}}},
+		Queued:   []Fetched{{Host: "a.test", URL: "http://a.test/next"}},
 	}
 }
 

@@ -1,0 +1,312 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+var t0 = time.Unix(1700000000, 0)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// ready returns the actions of type A among m's ready ones.
+func ready[A Action](m *Machine) []A {
+	var out []A
+	for _, a := range m.Ready() {
+		if x, ok := a.(A); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// hostRanked finds a host whose closest members among members are want,
+// in that order.
+func hostRanked(t *testing.T, members []peer.ID, want ...peer.ID) string {
+	t.Helper()
+	h, ok := findRanked(members, want...)
+	if !ok {
+		t.Fatalf("no host with closest members %v", want)
+	}
+	return h
+}
+
+func findRanked(members []peer.ID, want ...peer.ID) (string, bool) {
+	for i := 0; i < 1000; i++ {
+		h := fmt.Sprintf("host-%d.test", i)
+		if slices.Equal(ringSpace{}.Replicas(members, h, len(want)), want) {
+			return h, true
+		}
+	}
+	return "", false
+}
+
+// TestRecentMembersHoldTheirHosts: a member remembered from the last run,
+// or one that just left, keeps its hosts from being crawled here until it
+// is seen again or its grace ends; a host whose other holder is a
+// remembered member not seen yet waits for it too.
+func TestRecentMembersHoldTheirHosts(t *testing.T) {
+	self, other := peer.ID("self"), peer.ID("other")
+	pair := []peer.ID{self, other}
+	theirs := hostRanked(t, pair, other, self)
+	mine := hostRanked(t, pair, self, other)
+	crawled := Saved{Hosts: map[string]Role{theirs: Crawled, mine: Crawled}}
+	tests := []struct {
+		name  string
+		saved Saved
+		steps func(m *Machine)
+		at    float64
+		host  string
+		want  bool
+	}{
+		{"alone, every host is this node's", crawled, nil, 0, theirs, true},
+		{"a member that just left holds its hosts", crawled, func(m *Machine) {
+			m.Step(at(0), Joined{Peer: other})
+			m.Step(at(1), Left{Peer: other})
+		}, 2, theirs, false},
+		{"until its grace ends", crawled, func(m *Machine) {
+			m.Step(at(0), Joined{Peer: other})
+			m.Step(at(1), Left{Peer: other})
+		}, 8, theirs, true},
+		{"a remembered member holds its hosts after a restart", Saved{Members: []peer.ID{other}, Hosts: crawled.Hosts}, nil, 2, theirs, false},
+		{"and the hosts whose other holder it is", Saved{Members: []peer.ID{other}, Hosts: crawled.Hosts}, nil, 2, mine, false},
+		{"until it is seen", Saved{Members: []peer.ID{other}, Hosts: crawled.Hosts}, func(m *Machine) {
+			m.Step(at(1), Joined{Peer: other})
+			m.Step(at(1), Manifest{From: other})
+		}, 2, mine, true},
+		{"or this node met the network and its grace ended", Saved{Members: []peer.ID{other}, Hosts: crawled.Hosts}, func(m *Machine) {
+			m.Step(at(1), Joined{Peer: "third"})
+			m.Step(at(2), Left{Peer: "third"})
+		}, 20, theirs, true},
+		{"a host not adopted is not crawled", Saved{}, nil, 0, mine, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(testConfig(self, false), tc.saved, t0)
+			if tc.steps != nil {
+				tc.steps(m)
+			}
+			m.Step(at(tc.at), Tick{})
+			if got := m.MayCrawl(at(tc.at), tc.host); got != tc.want {
+				t.Fatalf("MayCrawl(%s) = %v, want %v", tc.host, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHandoff: a host that moves to a joiner is handed off once the view
+// drained; afterwards its pages stay if this node still holds it, else
+// they are forgotten; a handoff the owner keeps refusing is abandoned.
+func TestHandoff(t *testing.T) {
+	// In the keyspace one of three members is never between the other
+	// two: names where that one is the joiner.
+	self := peer.ID("self")
+	var joiner, third peer.ID
+	var stays, goes string
+	for i := 0; stays == "" || goes == ""; i++ {
+		joiner, third = peer.ID(fmt.Sprint("joiner-", i)), peer.ID(fmt.Sprint("third-", i))
+		all := []peer.ID{self, joiner, third}
+		stays, _ = findRanked(all, joiner, self)
+		goes, _ = findRanked(all, joiner, third, self)
+	}
+	m := New(testConfig(self, false), Saved{Hosts: map[string]Role{stays: Crawled, goes: Crawled}}, t0)
+	m.Step(at(0), Joined{Peer: third})
+	m.Step(at(0), Hosts{Hosts: []string{stays, goes}})
+	m.Step(at(30), Joined{Peer: joiner})
+	manifests := ready[SendManifest](m)
+	if len(manifests) != 1 || manifests[0].To != joiner || !slices.Equal(manifests[0].Hosts, slices.Sorted(slices.Values([]string{goes, stays}))) {
+		t.Fatalf("manifests %v, want one to the joiner naming both hosts", manifests)
+	}
+	m.Step(at(31), Hosts{Hosts: []string{stays, goes}})
+	if h := ready[HandOff](m); len(h) > 0 {
+		t.Fatalf("handoff %v before the view drained", h)
+	}
+	m.Step(at(37), Hosts{Hosts: []string{stays, goes}})
+	h := ready[HandOff](m)
+	if len(h) != 1 || h[0].To != joiner {
+		t.Fatalf("handoffs %v, want one (one at a time) to the joiner", h)
+	}
+	first := h[0].Host
+	m.Step(at(38), HandedOff{Host: first, To: joiner})
+	acts := m.Ready()
+	second := stays
+	if first == stays {
+		second = goes
+	}
+	var next []HandOff
+	var forgot []ForgetHost
+	for _, a := range acts {
+		switch a := a.(type) {
+		case HandOff:
+			next = append(next, a)
+		case ForgetHost:
+			forgot = append(forgot, a)
+		}
+	}
+	if len(next) != 1 || next[0].Host != second {
+		t.Fatalf("after the first handoff: %v, want the handoff of %s", acts, second)
+	}
+	if (first == goes) != (len(forgot) == 1) {
+		t.Fatalf("after handing off %s: %v (forget only what this node does not hold)", first, acts)
+	}
+	m.Step(at(39), HandedOff{Host: second, To: joiner, Err: errors.New("refused"), Refused: true})
+	m.Step(at(45), Hosts{Hosts: []string{second}})
+	if h := ready[HandOff](m); len(h) != 1 {
+		t.Fatalf("a refused handoff is tried again: %v", h)
+	}
+	m.Step(at(60), HandedOff{Host: second, To: joiner, Err: errors.New("refused"), Refused: true})
+	if a := ready[Abandon](m); len(a) != 0 {
+		t.Fatalf("abandoned %v before HandoffGiveUp", a)
+	}
+	m.Step(at(65), Hosts{Hosts: []string{second}})
+	if h := ready[HandOff](m); len(h) != 1 {
+		t.Fatalf("a refused handoff is tried again: %v", h)
+	}
+	m.Step(at(70), HandedOff{Host: second, To: joiner, Err: errors.New("refused"), Refused: true})
+	if a := ready[Abandon](m); len(a) != 1 || a[0].Host != second || !a[0].Refused {
+		t.Fatalf("a handoff refused for HandoffGiveUp is abandoned: %v", a)
+	}
+	if m.MayCrawl(at(70), stays) || m.MayCrawl(at(70), goes) {
+		t.Fatal("a host handed off may be crawled")
+	}
+}
+
+// TestTakeover: a replica host this node comes to own is pulled from the
+// members closest to it, then taken over, then crawled; its new replica
+// is hinted.
+func TestTakeover(t *testing.T) {
+	owner, self, third := peer.ID("owner"), peer.ID("self"), peer.ID("third")
+	all := []peer.ID{owner, self, third}
+	host := hostRanked(t, all, owner, self, third)
+	m := New(testConfig(self, false), Saved{Hosts: map[string]Role{host: Replica}}, t0)
+	m.Step(at(0), Joined{Peer: owner})
+	m.Step(at(0), Joined{Peer: third})
+	m.Step(at(20), Left{Peer: owner})
+	m.Step(at(21), Tick{})
+	if p := ready[Pull](m); len(p) > 0 {
+		t.Fatalf("pull %v within the grace of the owner that left", p)
+	}
+	m.Step(at(27), Tick{})
+	p := ready[Pull](m)
+	if len(p) != 1 || p[0].Host != host || !slices.Equal(p[0].From, []peer.ID{third}) {
+		t.Fatalf("pulls %v, want one of %s from %s", p, host, third)
+	}
+	if m.MayCrawl(at(27), host) {
+		t.Fatal("crawled before the takeover")
+	}
+	m.Step(at(28), Pulled{Host: host})
+	if to := ready[TakeOver](m); len(to) != 1 {
+		t.Fatalf("takeovers %v after the pull", to)
+	}
+	m.Step(at(29), TookOver{Host: host})
+	if !m.MayCrawl(at(29), host) {
+		t.Fatal("not crawled after the takeover")
+	}
+	m.Step(at(30), Hosts{Hosts: []string{host}})
+	if h := ready[Hint](m); len(h) != 1 || h[0].To != third || !slices.Equal(h[0].Hosts, []string{host}) {
+		t.Fatalf("hints %v, want the new replica hinted", h)
+	}
+}
+
+// TestReplicationWaits: a stored item waits for the host's other holder;
+// a holder that misses the wait is suspected, and the item goes to a
+// stand-in, waited for in its place; while suspected, new items go to the
+// stand-in at once; a delivery clears the suspicion.
+func TestReplicationWaits(t *testing.T) {
+	self, replica, stand := peer.ID("self"), peer.ID("replica"), peer.ID("stand-in")
+	all := []peer.ID{self, replica, stand}
+	host := hostRanked(t, all, self, replica, stand)
+	m := New(testConfig(self, false), Saved{}, t0)
+	m.Step(at(0), Joined{Peer: replica})
+	m.Step(at(0), Joined{Peer: stand})
+	m.Ready()
+	if got, want := m.Targets(at(1), host), []Target{{replica, true}}; !slices.Equal(got, want) {
+		t.Fatalf("targets %v, want %v", got, want)
+	}
+	m.Step(at(1), Await{ID: 1, Host: host, Pending: map[peer.ID]uint64{replica: 5}})
+	m.Step(at(1.1), Delivered{Peer: replica, Seq: 5})
+	if r := ready[Release](m); len(r) != 1 || r[0].ID != 1 || len(r[0].Missed) > 0 {
+		t.Fatalf("releases %v, want 1 with nothing missed", r)
+	}
+	// A delivery that overtakes its Await releases at once.
+	m.Step(at(2), Delivered{Peer: replica, Seq: 9})
+	m.Step(at(2), Await{ID: 2, Host: host, Pending: map[peer.ID]uint64{replica: 8}})
+	if r := ready[Release](m); len(r) != 1 || r[0].ID != 2 {
+		t.Fatalf("releases %v, want 2 at once", r)
+	}
+	m.Step(at(3), Await{ID: 3, Host: host, Pending: map[peer.ID]uint64{replica: 10}})
+	m.Step(at(3.6), Tick{})
+	c := ready[Copy](m)
+	if len(c) != 1 || c[0].ID != 3 || c[0].To != stand {
+		t.Fatalf("copies %v, want item 3 to the stand-in", c)
+	}
+	m.Step(at(3.6), Await{ID: 3, Host: host, Pending: map[peer.ID]uint64{stand: 11}})
+	m.Step(at(3.7), Delivered{Peer: stand, Seq: 11})
+	if r := ready[Release](m); len(r) != 1 || !slices.Equal(r[0].Missed, []peer.ID{replica}) {
+		t.Fatalf("releases %v, want 3, the replica missed", r)
+	}
+	if got, want := m.Targets(at(4), host), []Target{{replica, false}, {stand, true}}; !slices.Equal(got, want) {
+		t.Fatalf("targets while the replica is suspected: %v, want %v", got, want)
+	}
+	m.Step(at(5), Delivered{Peer: replica, Seq: 12})
+	if got, want := m.Targets(at(5), host), []Target{{replica, true}}; !slices.Equal(got, want) {
+		t.Fatalf("targets once the replica delivered again: %v, want %v", got, want)
+	}
+	// A holder that left gets the items without a wait for KeepAway,
+	// then its outbox is dropped.
+	m.Step(at(10), Left{Peer: replica})
+	if got, want := m.Targets(at(11), host), []Target{{stand, true}, {replica, false}}; !slices.Equal(got, want) {
+		t.Fatalf("targets after the replica left: %v, want %v", got, want)
+	}
+	m.Step(at(41), Tick{})
+	if d := ready[DropOutbox](m); len(d) != 1 || d[0].Peer != replica {
+		t.Fatalf("drops %v, want the outbox of the replica that left", d)
+	}
+}
+
+// TestFoundersSurviveRestart: a member met while this node joined may
+// still hand it hosts after this node restarts, though it is met again
+// only after the new run's first ManifestWait (it was restarting too).
+func TestFoundersSurviveRestart(t *testing.T) {
+	self, founder, late := peer.ID("self"), peer.ID("founder"), peer.ID("late")
+	first := New(testConfig(self, true), Saved{}, t0)
+	first.Step(at(1), Joined{Peer: founder})
+	saved := Saved{}
+	for _, a := range first.Ready() {
+		if f, ok := a.(SaveFounder); ok {
+			saved.Founders = append(saved.Founders, f.Peer)
+		}
+	}
+	if !slices.Equal(saved.Founders, []peer.ID{founder}) {
+		t.Fatalf("founders saved %v, want %v", saved.Founders, founder)
+	}
+	tests := []struct {
+		name  string
+		saved Saved
+		want  bool
+	}{
+		{"a founder of the last run hands hosts after a restart", saved, true},
+		{"a member met late in a run without saved founders does not", Saved{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(testConfig(self, true), tc.saved, at(100))
+			m.Step(at(101), Joined{Peer: late})
+			m.Step(at(130), Joined{Peer: founder}) // after ManifestWait
+			host := "any.test"
+			if got := m.Allowed(at(130), KindHandoff, founder, host); got != tc.want {
+				t.Fatalf("handoff from the founder allowed: %v, want %v", got, tc.want)
+			}
+			for _, a := range m.Ready() {
+				if f, ok := a.(SaveFounder); ok && f.Peer == founder {
+					t.Fatal("a member met after ManifestWait saved as a founder")
+				}
+			}
+		})
+	}
+}
