@@ -43,7 +43,11 @@ import (
 //     MaxScriptBytes.
 //   - Timeouts: ConnectTimeout per dial (and TLS handshake), FirstByteTimeout
 //     from request written to response headers, TotalTimeout for everything
-//     including the body.
+//     including the body. A body still arriving at TotalTimeout is kept as
+//     far as it came, Truncated and TimedOut (Heritrix's "timeTrunc"): the
+//     host answered and is only slow, so it is not a failed fetch that
+//     counts towards parking the host, and the links read so far are
+//     followed.
 
 // DefaultUserAgent names the crawler and says where it is explained.
 const DefaultUserAgent = "sou/0.1 (+https://github.com/sou-search/sou/blob/main/docs/CRAWLER.md)"
@@ -100,7 +104,8 @@ type FetchResponse struct {
 	Header      http.Header
 	ContentType string // media type, lowercase, without parameters
 	Body        []byte // after content-encoding decoding, capped
-	Truncated   bool   // Body stopped at MaxBodyBytes
+	Truncated   bool   // Body stopped at MaxBodyBytes, or at TotalTimeout (TimedOut)
+	TimedOut    bool   // Body stopped at TotalTimeout while it was arriving
 	Skipped     bool   // content type not accepted: body not read
 	Location    string // for 3xx: absolute normalised target ("" if absent or invalid)
 	RetryAfter  time.Duration
@@ -288,6 +293,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 		return nil, fmt.Errorf("fetch: nil url: %w", ErrBadURL)
 	}
 	rawURL := req.URL.String()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.TotalTimeout)
 	defer cancel()
 
@@ -358,6 +364,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 	}
 	body, truncated, err := f.readBody(hresp, limit)
 	resp.Duration = time.Since(start)
+	if err != nil && len(body) > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		resp.Body, resp.Truncated, resp.TimedOut = body, true, true
+		return resp, nil
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			err = fmt.Errorf("%v: %w", err, ctxErr)
@@ -369,6 +379,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 }
 
 // readBody decodes the content encodings and reads at most limit bytes.
+// On a failure while reading it also returns what was decoded before it.
 func (f *Fetcher) readBody(hresp *http.Response, limit int64) ([]byte, bool, error) {
 	var r io.Reader = hresp.Body
 	var closers []func()
@@ -417,7 +428,7 @@ func (f *Fetcher) readBody(hresp *http.Response, limit int64) ([]byte, bool, err
 		if len(list) > 0 && !isNetErr(err) {
 			return nil, false, fmt.Errorf("decoding %s after %d bytes: %v: %w", strings.Join(list, ","), n, err, ErrBadEncoding)
 		}
-		return nil, false, err
+		return buf.Bytes(), false, err
 	}
 	if n > limit {
 		return buf.Bytes()[:limit], true, nil

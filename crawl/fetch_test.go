@@ -183,6 +183,11 @@ func TestFetchTimeouts(t *testing.T) {
 				return
 			}
 			_, _ = w.Write([]byte("late"))
+		case "/headersonly":
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		case "/drip":
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(200)
@@ -208,9 +213,25 @@ func TestFetchTimeouts(t *testing.T) {
 		t.Fatalf("slow first byte: %v (class %q) after %v", err, ErrorClass(err), time.Since(start))
 	}
 	start = time.Now()
-	_, err = fetchPath(t, f, srv, "/drip")
-	if ErrorClass(err) != "timeout" || time.Since(start) > 3*time.Second {
-		t.Fatalf("slow drip: %v (class %q) after %v", err, ErrorClass(err), time.Since(start))
+	_, err = fetchPath(t, f, srv, "/headersonly")
+	if ErrorClass(err) != "timeout" || time.Since(start) > 1800*time.Millisecond {
+		t.Fatalf("headers and no body: %v (class %q) after %v", err, ErrorClass(err), time.Since(start))
+	}
+	// A body still arriving at TotalTimeout is kept as far as it came: the
+	// host answers, slowly.
+	start = time.Now()
+	resp, err := fetchPath(t, f, srv, "/drip")
+	if err != nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("slow drip: %v after %v", err, time.Since(start))
+	}
+	if !resp.TimedOut || !resp.Truncated || len(resp.Body) == 0 || len(resp.Body) >= 100 || strings.Trim(string(resp.Body), "x") != "" {
+		t.Fatalf("slow drip: timed out %v, truncated %v, body %q", resp.TimedOut, resp.Truncated, resp.Body)
+	}
+	// The caller's own cancellation is no truncation.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if resp, err := f.Fetch(ctx, FetchRequest{URL: mustURL(t, srv.URL+"/drip")}); err == nil {
+		t.Fatalf("drip cancelled by the caller: a response (timed out %v, %d bytes), want an error", resp.TimedOut, len(resp.Body))
 	}
 }
 

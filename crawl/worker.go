@@ -184,7 +184,10 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 		c.count.filter("content_type")
 		err = c.front.finish(q, func(r *seenRecord) { r.Outcome = "content_type"; r.FetchedAt = now.UnixNano() }, nil)
 	case status >= 200 && status < 400:
-		if resp.Truncated {
+		switch {
+		case resp.TimedOut:
+			c.count.err("truncated_timeout") // parsed anyway: what arrived in TotalTimeout
+		case resp.Truncated:
 			c.count.err("truncated") // parsed anyway: the first MaxBodyBytes
 		}
 		entry := &procEntry{
