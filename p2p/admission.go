@@ -60,7 +60,7 @@ type candidate struct {
 	relayer  peer.ID // who first passed its heartbeat on
 }
 
-// admission holds the candidates and the join limiter; Node.mu guards it.
+// admission holds the candidates and the join limiter; membership.mu guards it.
 type admission struct {
 	maxMembers    int
 	maxCandidates int
@@ -182,46 +182,46 @@ func (a *admission) expire(now time.Time, timeout time.Duration) (redial []peer.
 
 // confirmCandidate dials candidate p at the addresses its heartbeat gave
 // and admits it if the dial succeeds (onHeartbeat sees it connected).
-func (n *Node) confirmCandidate(p peer.ID) {
-	n.mu.Lock()
-	due := n.adm.dialDue(p, n.clock.Now())
+func (ms *membership) confirmCandidate(p peer.ID) {
+	ms.mu.Lock()
+	due := ms.adm.dialDue(p, ms.clock.Now())
 	var hb heartbeat
-	if c := n.adm.candidates[p]; c != nil {
+	if c := ms.adm.candidates[p]; c != nil {
 		hb = c.hb
 	}
-	n.mu.Unlock()
+	ms.mu.Unlock()
 	if !due {
 		return
 	}
 	select {
-	case n.candidateSem <- struct{}{}:
+	case ms.candidateSem <- struct{}{}:
 	default:
-		n.mu.Lock()
-		if c := n.adm.candidates[p]; c != nil {
+		ms.mu.Lock()
+		if c := ms.adm.candidates[p]; c != nil {
 			c.dialedAt = time.Time{} // no dial slot: try again at the next maintenance tick
 		}
-		n.mu.Unlock()
+		ms.mu.Unlock()
 		return
 	}
-	n.goLoop(func() {
-		defer func() { <-n.candidateSem }()
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	ms.spawn(func() {
+		defer func() { <-ms.candidateSem }()
+		ctx, cancel := context.WithTimeout(ms.ctx, 5*time.Second)
 		defer cancel()
-		err := n.h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: hb.Addrs})
-		if err != nil || n.h.Network().Connectedness(p) != network.Connected {
-			n.st.candidateDialsFailed.Add(1)
-			n.log.Debug("candidate member not reachable at its announced addresses", "peer", p, "err", err)
-			n.mu.Lock()
-			relayer, ban := n.adm.failed(p, n.clock.Now())
-			n.mu.Unlock()
-			if ban && relayer != n.h.ID() {
-				n.st.relayersBanned.Add(1)
-				n.log.Warn("peer blacklisted in gossip: it relayed heartbeats of members that do not exist", "peer", relayer, "for", relayBan)
-				n.ps.BlacklistPeer(relayer)
+		err := ms.h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: hb.Addrs})
+		if err != nil || ms.h.Network().Connectedness(p) != network.Connected {
+			ms.st.candidateDialsFailed.Add(1)
+			ms.log.Debug("candidate member not reachable at its announced addresses", "peer", p, "err", err)
+			ms.mu.Lock()
+			relayer, ban := ms.adm.failed(p, ms.clock.Now())
+			ms.mu.Unlock()
+			if ban && relayer != ms.h.ID() {
+				ms.st.relayersBanned.Add(1)
+				ms.log.Warn("peer blacklisted in gossip: it relayed heartbeats of members that do not exist", "peer", relayer, "for", relayBan)
+				ms.ps.BlacklistPeer(relayer)
 			}
 			return
 		}
-		n.onHeartbeat(p, hb, p)
+		ms.onHeartbeat(p, hb, p)
 	})
 }
 

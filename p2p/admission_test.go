@@ -56,9 +56,9 @@ func TestHostileStrangerRefusedEverywhere(t *testing.T) {
 	if st.RejectedMessages != before.RejectedMessages {
 		t.Fatal("a stranger's request was decoded")
 	}
-	victim.limMu.Lock()
-	_, tracked := victim.limiters[stranger.ID()]
-	victim.limMu.Unlock()
+	victim.limits.mu.Lock()
+	_, tracked := victim.limits.limiters[stranger.ID()]
+	victim.limits.mu.Unlock()
 	if tracked {
 		t.Fatal("the victim keeps per-peer state for a stranger")
 	}
@@ -119,17 +119,17 @@ func TestHostilePhantomMembers(t *testing.T) {
 			t.Fatalf("phantom %s is a member", id)
 		}
 	}
-	victim.mu.Lock()
-	cands := len(victim.adm.candidates)
-	victim.mu.Unlock()
-	if cands > victim.adm.maxCandidates {
-		t.Fatalf("victim keeps %d candidates, cap %d", cands, victim.adm.maxCandidates)
+	victim.mem.mu.Lock()
+	cands := len(victim.mem.adm.candidates)
+	victim.mem.mu.Unlock()
+	if cands > victim.mem.adm.maxCandidates {
+		t.Fatalf("victim keeps %d candidates, cap %d", cands, victim.mem.adm.maxCandidates)
 	}
 	if st.CandidateDialsFailed == 0 {
 		t.Fatalf("phantoms not refused: %+v", st)
 	}
 	t.Logf("%d phantom heartbeats ×3: members %d, candidates held %d (cap %d), ignored %d, refused %d, failed dials %d, relayers blacklisted %d",
-		phantoms, st.Members, cands, victim.adm.maxCandidates, st.HeartbeatsIgnored, st.MembersRefused, st.CandidateDialsFailed, st.RelayersBanned)
+		phantoms, st.Members, cands, victim.mem.adm.maxCandidates, st.HeartbeatsIgnored, st.MembersRefused, st.CandidateDialsFailed, st.RelayersBanned)
 }
 
 // TestMemberCap: a node admits at most MaxMembers others, however many

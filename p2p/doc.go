@@ -4,6 +4,15 @@
 // payloads it does not need to understand are opaque bytes. It imports
 // libp2p, Badger and the standard library only (plus golang.org/x/time/rate).
 //
+// Node wires one type per concern, each owning its state and lock:
+// membership (membership.go, admission.go: the view, its ring, heartbeats,
+// candidates, member events and the loops that keep them), peerLimits
+// (limits.go: each peer's rate, penalty box, streams, searches and
+// allowances), urlRouter (urls.go: Forward, URL batches out and in,
+// re-routing), claims (claims.go), the Outbox (outbox.go) and the search
+// queue (searchqueue.go). Node itself keeps the host, the DHT, gossipsub,
+// the stream discipline (streamHandler, call), search and deliver.
+//
 // # Host
 //
 // One libp2p host per node with a persistent Ed25519 identity in

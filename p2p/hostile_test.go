@@ -79,7 +79,7 @@ func attackerHost(t *testing.T, target *testNode) host.Host {
 	// It takes what members forward to it (and drops it), as a member that
 	// owns hosts and never crawls them would.
 	n.SetURLHandler(func(context.Context, peer.ID, []URLRecord) error { return nil })
-	waitFor(t, 10*time.Second, "attacker admitted as a member", func() bool { return target.isMember(h.ID()) })
+	waitFor(t, 10*time.Second, "attacker admitted as a member", func() bool { return target.mem.isMember(h.ID()) })
 	return h
 }
 
@@ -163,12 +163,12 @@ func TestHostileClaimsAndRoutingForHostsItDoesNotHold(t *testing.T) {
 	// Signed by x, presented as the owner's (the owner's public key): the
 	// signature does not verify, the stream is reset and x penalised. The
 	// same forgery presented as forwarded (hops 3) fares no better.
-	ownerPub, err := crypto.MarshalPublicKey(owner.priv.GetPublic())
+	ownerPub, err := crypto.MarshalPublicKey(owner.claims.priv.GetPublic())
 	if err != nil {
 		t.Fatal(err)
 	}
 	forged := claimRequest{Hops: 1, Key: key, Value: stolen}
-	if err := signClaim(&forged, x.cfg.Network, x.priv); err != nil {
+	if err := signClaim(&forged, x.cfg.Network, x.claims.priv); err != nil {
 		t.Fatal(err)
 	}
 	forged.PubKey = ownerPub
@@ -323,11 +323,11 @@ func TestHostileThousandsOfIdleStreams(t *testing.T) {
 	go func() {
 		defer close(watched)
 		for {
-			victim.limMu.Lock()
-			if l := victim.limiters[attacker.ID()]; l != nil && int64(l.streams) > peak.Load() {
+			victim.limits.mu.Lock()
+			if l := victim.limits.limiters[attacker.ID()]; l != nil && int64(l.streams) > peak.Load() {
 				peak.Store(int64(l.streams))
 			}
-			victim.limMu.Unlock()
+			victim.limits.mu.Unlock()
 			select {
 			case <-stopWatch:
 				return
@@ -355,9 +355,9 @@ func TestHostileThousandsOfIdleStreams(t *testing.T) {
 		if victim.Stats().StreamsTimedOut == 0 {
 			return false
 		}
-		victim.limMu.Lock()
-		defer victim.limMu.Unlock()
-		l := victim.limiters[attacker.ID()]
+		victim.limits.mu.Lock()
+		defer victim.limits.mu.Unlock()
+		l := victim.limits.limiters[attacker.ID()]
 		return l != nil && l.streams == 0
 	})
 	close(stopWatch)

@@ -45,7 +45,6 @@ type Node struct {
 	opts  options
 
 	h        host.Host
-	priv     crypto.PrivKey // signs claims
 	ownsHost bool
 	kad      *dht.IpfsDHT
 	ps       *pubsub.PubSub
@@ -62,37 +61,17 @@ type Node struct {
 	closed atomic.Bool
 	start  time.Time
 
-	mu      sync.Mutex
-	members map[peer.ID]*Member
-	// ring is the ownership ring of members and this node, replaced
-	// (under mu) whenever members changes; read without a lock.
-	ring       atomic.Pointer[Ring]
-	tombstones map[peer.ID]uint64 // SentMs of a member's leave message
-	lastSent   map[peer.ID]uint64
-	departed   map[peer.ID]time.Time // when a member left, for pruneDepartures
-	adm        *admission
-	load       Load
-	urlH       func(ctx context.Context, from peer.ID, recs []URLRecord) error
-	urlFilter  func(from peer.ID, recs []URLRecord) []bool
-	searchH    func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
-	deliverH   map[string]func(ctx context.Context, from peer.ID, payload []byte) error
+	// mu guards the search and deliver handlers.
+	mu       sync.Mutex
+	searchH  func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
+	deliverH map[string]func(ctx context.Context, from peer.ID, payload []byte) error
 
-	evMu     sync.Mutex
-	evQueue  []MemberEvent
-	evSignal chan struct{}
-	events   chan MemberEvent
-
-	limMu    sync.Mutex
-	limiters map[peer.ID]*peerLimit
-
+	mem    *membership
+	limits *peerLimits
 	outbox *Outbox
+	urls   *urlRouter
+	claims *claims // set once the host's key is known (startRest)
 
-	claimMu sync.Mutex
-	hbMu    sync.Mutex
-	leaving bool
-	dialing sync.Map // peer.ID -> true while a routing-table dial runs
-	// candidateSem bounds the dials to candidate members under way.
-	candidateSem chan struct{}
 	// searches runs other members' search requests in turn (searchqueue.go).
 	searches *searchQueue
 	// refusalLog paces the warnings about refused strangers, which come
@@ -100,23 +79,6 @@ type Node struct {
 	refusalLog *rate.Limiter
 
 	st counters
-}
-
-type peerLimit struct {
-	lim            *rate.Limiter
-	throttledUntil time.Time
-	lastUsed       time.Time
-	// streams and urlStreams count the peer's inbound streams being
-	// handled now.
-	streams, urlStreams int
-	// searches counts the peer's search requests under way.
-	searches int
-	// claims is the claim allowance of the peer as a claim's origin.
-	claims *rate.Limiter
-	// urlTokens is the peer's URL record allowance (may be negative after
-	// a large batch), last refilled at urlRefill.
-	urlTokens float64
-	urlRefill time.Time
 }
 
 type counters struct {
@@ -241,32 +203,29 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 	}
 	n := &Node{
 		cfg: cfg, log: log.With("pkg", "p2p"), db: db, clock: o.clock, opts: o,
-		members:      map[peer.ID]*Member{},
-		tombstones:   map[peer.ID]uint64{},
-		lastSent:     map[peer.ID]uint64{},
-		departed:     map[peer.ID]time.Time{},
-		adm:          newAdmission(cfg),
-		candidateSem: make(chan struct{}, candidateDials),
-		refusalLog:   rate.NewLimiter(rate.Every(10*time.Second), 1),
-		searches:     newSearchQueue(cmp.Or(cfg.SearchWorkers, runtime.GOMAXPROCS(0))),
-		deliverH:     map[string]func(context.Context, peer.ID, []byte) error{},
-		evSignal:     make(chan struct{}, 1),
-		events:       make(chan MemberEvent, 256),
-		limiters:     map[peer.ID]*peerLimit{},
-		start:        time.Now(),
+		refusalLog: rate.NewLimiter(rate.Every(10*time.Second), 1),
+		searches:   newSearchQueue(cmp.Or(cfg.SearchWorkers, runtime.GOMAXPROCS(0))),
+		deliverH:   map[string]func(context.Context, peer.ID, []byte) error{},
+		start:      time.Now(),
 	}
-	n.outbox = newOutbox(n)
 	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim = ProtocolIDs(cfg.Network)
 	n.topicName = MembershipTopic(cfg.Network)
 	// The node's goroutines live until Close, not until the caller's ctx
 	// (which may be a startup deadline).
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.limits = newPeerLimits(cfg, n.log, &n.st)
+	n.outbox = newOutbox(n)
+	n.mem = newMembership(n.ctx, cfg, n.log, o.clock, &n.st, n.limits, n.outbox, o.viewFilter, n.goLoop)
+	n.urls = &urlRouter{
+		cfg: cfg, log: n.log, st: &n.st, ctx: n.ctx, mem: n.mem, limits: n.limits, outbox: n.outbox,
+		call: n.call, proto: n.protoURLs, intakeGate: o.intakeGate, refusalLog: n.refusalLog,
+	}
 
 	if err := n.startHost(ctx); err != nil {
 		n.cancel()
 		return nil, err
 	}
-	n.ring.Store(NewRing([]peer.ID{n.h.ID()}))
+	n.mem.setHost(n.h)
 	if err := n.startRest(ctx); err != nil {
 		_ = n.Close()
 		return nil, err
@@ -320,7 +279,7 @@ func (n *Node) startHost(ctx context.Context) error {
 		libp2p.EnableNATService(),
 		libp2p.EnableAutoNATv2(),
 		// A NATed node finds relays among the members it already knows.
-		libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates),
+		libp2p.EnableAutoRelayWithPeerSource(n.mem.relayCandidates),
 	}
 	if n.cfg.PSK != nil {
 		lopts = append(lopts, libp2p.PrivateNetwork(pnet.PSK(n.cfg.PSK)))
@@ -339,33 +298,22 @@ func (n *Node) startHost(ctx context.Context) error {
 	return nil
 }
 
-// relayCandidates feeds AutoRelay with live members (only public ones can
-// actually serve as relays; AutoRelay checks that itself).
-func (n *Node) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInfo {
-	ch := make(chan peer.AddrInfo, num)
-	n.mu.Lock()
-	for id, m := range n.members {
-		if len(ch) == num {
-			break
-		}
-		ch <- peer.AddrInfo{ID: id, Addrs: m.Addrs}
-	}
-	n.mu.Unlock()
-	close(ch)
-	return ch
-}
-
 func (n *Node) startRest(ctx context.Context) error {
 	if err := n.outbox.load(); err != nil {
 		return err
 	}
-	if n.priv = n.h.Peerstore().PrivKey(n.h.ID()); n.priv == nil {
+	priv := n.h.Peerstore().PrivKey(n.h.ID())
+	if priv == nil {
 		n.log.Warn("the libp2p host has no private key in its peerstore: claims are disabled")
 	}
-	n.h.SetStreamHandler(n.protoURLs, n.streamHandler(n.handleURLs))
+	n.claims = &claims{
+		cfg: n.cfg, log: n.log, st: &n.st, db: n.db, priv: priv, mem: n.mem, limits: n.limits,
+		call: n.call, proto: n.protoClaim, intakeGate: n.opts.intakeGate, refusalLog: n.refusalLog,
+	}
+	n.h.SetStreamHandler(n.protoURLs, n.streamHandler(n.urls.handleURLs))
 	n.h.SetStreamHandler(n.protoSearch, n.streamHandler(n.handleSearch))
 	n.h.SetStreamHandler(n.protoDeliver, n.streamHandler(n.handleDeliver))
-	n.h.SetStreamHandler(n.protoClaim, n.streamHandler(n.handleClaim))
+	n.h.SetStreamHandler(n.protoClaim, n.streamHandler(n.claims.handle))
 
 	var boot []peer.AddrInfo
 	for _, s := range n.cfg.Bootstrap {
@@ -407,7 +355,8 @@ func (n *Node) startRest(ctx context.Context) error {
 		return fmt.Errorf("p2p: start gossipsub: %w", err)
 	}
 	n.ps = ps
-	if err := ps.RegisterTopicValidator(n.topicName, pubsub.ValidatorEx(n.validateHeartbeat)); err != nil {
+	n.mem.ps = ps // the validator may blacklist a relayer
+	if err := ps.RegisterTopicValidator(n.topicName, pubsub.ValidatorEx(n.mem.validateHeartbeat)); err != nil {
 		return fmt.Errorf("p2p: register heartbeat validator: %w", err)
 	}
 	if n.topic, err = ps.Join(n.topicName); err != nil {
@@ -426,10 +375,7 @@ func (n *Node) startRest(ctx context.Context) error {
 		}
 	}
 
-	n.goLoop(n.eventPump)
-	n.goLoop(n.receiveHeartbeats)
-	n.goLoop(n.heartbeatLoop)
-	n.goLoop(n.maintenanceLoop)
+	n.mem.start(n.kad, n.topic, n.sub)
 	n.goLoop(func() { n.bootstrap(boot) })
 	n.outbox.startSenders()
 	return nil
@@ -532,22 +478,10 @@ func (n *Node) close(announce bool) error {
 	n.outbox.mu.Lock()
 	n.outbox.mu.Unlock() //nolint:staticcheck // empty critical section is the barrier
 
-	if announce && n.topic != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		// Under hbMu no regular heartbeat can follow the leave message.
-		n.hbMu.Lock()
-		n.leaving = true
-		err := n.topic.Publish(ctx, encodeHeartbeat(heartbeat{Leaving: true, SentMs: n.nowMs()}))
-		n.hbMu.Unlock()
-		cancel()
+	if announce && n.mem.topic != nil && n.mem.leave() {
 		// Publish only queues the message; give it a moment to reach the
 		// wire before the connections close (else peers time us out).
-		n.mu.Lock()
-		others := len(n.members)
-		n.mu.Unlock()
-		if err == nil && others > 0 {
-			time.Sleep(min(n.cfg.HeartbeatInterval, 150*time.Millisecond))
-		}
+		time.Sleep(min(n.cfg.HeartbeatInterval, 150*time.Millisecond))
 	}
 	var errs []error
 	if n.h != nil {
@@ -607,18 +541,8 @@ func (n *Node) Outbox() *Outbox { return n.outbox }
 
 // Stats returns a snapshot of the counters.
 func (n *Node) Stats() Stats {
-	now := time.Now()
-	throttled := 0
-	n.limMu.Lock()
-	for _, l := range n.limiters {
-		if now.Before(l.throttledUntil) {
-			throttled++
-		}
-	}
-	n.limMu.Unlock()
-	n.mu.Lock()
-	members := len(n.members) + 1
-	n.mu.Unlock()
+	throttled := n.limits.throttled()
+	members := n.mem.count() + 1
 	urls, counts := n.outbox.Depth(TopicURLs)
 	byPeer := make(map[string]int, len(counts))
 	for p, c := range counts {
@@ -726,125 +650,7 @@ func loadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
 	return k, nil
 }
 
-// ---- rate limits and stream plumbing --------------------------------------------
-
-// allow charges one inbound message from p. A peer that exhausts its
-// bucket is throttled (everything refused) for ThrottleFor.
-func (n *Node) allow(p peer.ID) bool {
-	now := time.Now()
-	n.limMu.Lock()
-	defer n.limMu.Unlock()
-	l := n.limiterLocked(p)
-	l.lastUsed = now
-	if now.Before(l.throttledUntil) {
-		n.st.throttledMessages.Add(1)
-		return false
-	}
-	if !l.lim.AllowN(now, 1) {
-		l.throttledUntil = now.Add(n.cfg.ThrottleFor)
-		n.st.throttledMessages.Add(1)
-		n.st.throttleEvents.Add(1)
-		n.log.Warn("peer throttled for flooding", "peer", p, "for", n.cfg.ThrottleFor)
-		return false
-	}
-	return true
-}
-
-// penalize throttles p at once: a correct peer never sends a malformed
-// message, so one is reason enough.
-func (n *Node) penalize(p peer.ID, why error) {
-	n.st.rejected.Add(1)
-	n.limMu.Lock()
-	l := n.limiterLocked(p)
-	l.lastUsed = time.Now()
-	l.throttledUntil = time.Now().Add(n.cfg.ThrottleFor)
-	n.limMu.Unlock()
-	n.st.throttleEvents.Add(1)
-	n.log.Warn("peer throttled for a malformed message", "peer", p, "err", why, "for", n.cfg.ThrottleFor)
-}
-
-// limiterLocked returns p's limits, creating them; limMu must be held.
-func (n *Node) limiterLocked(p peer.ID) *peerLimit {
-	l := n.limiters[p]
-	if l == nil {
-		l = &peerLimit{
-			lim:       rate.NewLimiter(n.cfg.PeerRate, n.cfg.PeerBurst),
-			urlTokens: float64(n.cfg.PeerURLBurst),
-			urlRefill: time.Now(),
-		}
-		n.limiters[p] = l
-	}
-	return l
-}
-
-// maxURLStreamsPerPeer caps concurrent URL batches from one peer: an
-// honest sender has one in flight (two when a lost ack overlaps a
-// resend), and each may inflate to MaxMessageBytes.
-const maxURLStreamsPerPeer = 4
-
-// acquireStream admits one more inbound stream from p unless p is at its
-// concurrency cap; releaseStream undoes it.
-func (n *Node) acquireStream(p peer.ID, urls bool) bool {
-	n.limMu.Lock()
-	defer n.limMu.Unlock()
-	l := n.limiterLocked(p)
-	if l.streams >= n.cfg.MaxStreamsPerPeer || (urls && l.urlStreams >= maxURLStreamsPerPeer) {
-		n.st.streamsRefused.Add(1)
-		return false
-	}
-	l.streams++
-	if urls {
-		l.urlStreams++
-	}
-	return true
-}
-
-func (n *Node) releaseStream(p peer.ID, urls bool) {
-	n.limMu.Lock()
-	defer n.limMu.Unlock()
-	l := n.limiterLocked(p)
-	l.streams--
-	if urls {
-		l.urlStreams--
-	}
-	l.lastUsed = time.Now()
-}
-
-// urlAllowance refills p's URL record allowance and reports whether it is
-// positive: a cheap check before a batch is inflated. takeURLs then
-// decides, atomically, with the batch's true size: while the allowance is
-// positive it is charged count records (possibly into debt, so that a
-// batch larger than the burst still gets through once), otherwise the
-// batch is refused. Concurrent batches cannot all slip past one positive
-// allowance.
-func (n *Node) urlAllowance(p peer.ID) bool { return n.takeURLs(p, 0) }
-
-func (n *Node) takeURLs(p peer.ID, count int) bool {
-	n.limMu.Lock()
-	defer n.limMu.Unlock()
-	l := n.limiterLocked(p)
-	now := time.Now()
-	l.urlTokens = min(l.urlTokens+now.Sub(l.urlRefill).Seconds()*float64(n.cfg.PeerURLRate), float64(n.cfg.PeerURLBurst))
-	l.urlRefill = now
-	if l.urlTokens <= 0 {
-		return false
-	}
-	l.urlTokens -= float64(count)
-	return true
-}
-
-func (n *Node) pruneLimiters() {
-	cutoff := time.Now().Add(-10 * time.Minute)
-	n.limMu.Lock()
-	for p, l := range n.limiters {
-		// A debt of URL allowance (at most one batch) is long repaid after
-		// ten idle minutes, so forgetting the limiter forgives nothing.
-		if l.streams == 0 && l.searches == 0 && l.lastUsed.Before(cutoff) && time.Now().After(l.throttledUntil) {
-			delete(n.limiters, p)
-		}
-	}
-	n.limMu.Unlock()
-}
+// ---- stream plumbing --------------------------------------------------------------
 
 // streamHandler wraps a request handler with the common discipline: rate
 // limit, per-peer concurrency cap, idle timeout and deadline, one capped
@@ -854,7 +660,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 	return func(s network.Stream) {
 		from := s.Conn().RemotePeer()
 		urls := s.Protocol() == n.protoURLs
-		if !n.isMember(from) {
+		if !n.mem.isMember(from) {
 			// Refused before the frame is read or any per-peer state is
 			// made: an honest peer not admitted yet retries, a stranger
 			// gets nothing.
@@ -865,15 +671,15 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 			_ = s.Reset()
 			return
 		}
-		if !n.allow(from) {
+		if !n.limits.allow(from) {
 			_ = s.Reset()
 			return
 		}
-		if !n.acquireStream(from, urls) {
+		if !n.limits.acquireStream(from, urls) {
 			_ = s.Reset()
 			return
 		}
-		defer n.releaseStream(from, urls)
+		defer n.limits.releaseStream(from, urls)
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
 		defer cancel()
 		stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
@@ -881,7 +687,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 		msg, err := readFrame(bufio.NewReader(idleReader{s: s, idle: n.cfg.StreamIdleTimeout}), n.cfg.MaxMessageBytes)
 		if err != nil {
 			if errors.Is(err, ErrMalformed) {
-				n.penalize(from, err)
+				n.limits.penalize(from, err)
 			} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 				n.st.streamsTimedOut.Add(1)
 			}
@@ -893,7 +699,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 		var out []byte
 		switch {
 		case errors.Is(err, ErrMalformed):
-			n.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
+			n.limits.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
 			_ = s.Reset()
 			return
 		case err != nil:

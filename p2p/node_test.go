@@ -320,7 +320,7 @@ func TestHopLimitDropsRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.handleURLs(context.Background(), c.ID(), msg); err != nil {
+	if _, err := b.urls.handleURLs(context.Background(), c.ID(), msg); err != nil {
 		t.Fatal(err)
 	}
 	if st := b.Stats(); st.URLsDropped != 1 || b.OutboxDepth() != 0 {
@@ -832,9 +832,9 @@ func TestClaimKeepsTheLeastValue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t, t.TempDir())
 			defer db.Close()
-			n := &Node{db: db}
+			c := &claims{db: db}
 			for i, v := range tc.claims {
-				got, err := n.claimLocal([]byte("fingerprint"), v)
+				got, err := c.store([]byte("fingerprint"), v)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -556,15 +556,15 @@ func (o *Outbox) deliverOnce(q queue) (more bool, err error) {
 		if err != nil || len(entries) == 0 {
 			return false, err
 		}
-		if !n.isMember(q.peer) {
+		if !n.mem.isMember(q.peer) {
 			// Give a restarted node time to hear heartbeats before
 			// deciding that an outbox's peer is gone.
 			if time.Since(n.start) < 2*n.cfg.MemberTimeout {
 				return false, fmt.Errorf("p2p: %s is not a member yet", q.peer)
 			}
-			return true, n.reroute(q.peer, entries)
+			return true, n.urls.reroute(q.peer, entries)
 		}
-		return true, n.sendURLBatch(q.peer, entries)
+		return true, n.urls.sendURLBatch(q.peer, entries)
 	}
 	o.mu.Lock()
 	t, ok := o.topics[q.topic]

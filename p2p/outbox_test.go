@@ -124,7 +124,7 @@ func TestOutboxTopics(t *testing.T) {
 	if _, err := a2.Outbox().Append(far, "other/1", recs, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := a2.appendURLs(far, []URLRecord{{URL: "http://x.test/"}}); err != nil {
+	if err := a2.urls.appendURLs(far, []URLRecord{{URL: "http://x.test/"}}); err != nil {
 		t.Fatal(err)
 	}
 	if ps := a2.Outbox().Peers("other/1"); !slices.Equal(ps, []peer.ID{far}) {

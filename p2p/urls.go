@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"golang.org/x/time/rate"
 )
 
 // URLRecord is one discovered URL on its way to the owner of its host.
@@ -27,6 +31,28 @@ var errBusy = errors.New("busy: URL rate limit, retry later")
 // MaxOutboxPerPeer records.
 var errOutboxFull = errors.New("outbox full")
 
+// urlRouter takes URL records to the owners of their hosts: this node's
+// own to the URL handler, the others into the outbox under TopicURLs,
+// sent in batches, re-routed when their peer leaves; and it receives other
+// members' batches, keeping what this node owns and passing the rest on.
+type urlRouter struct {
+	cfg        Config
+	log        *slog.Logger
+	st         *counters
+	ctx        context.Context // ends at Close
+	mem        *membership     // the view: who owns a host
+	limits     *peerLimits     // the senders' URL allowances
+	outbox     *Outbox
+	call       caller
+	proto      protocol.ID
+	intakeGate func() error
+	refusalLog *rate.Limiter
+
+	mu        sync.Mutex
+	urlH      func(ctx context.Context, from peer.ID, recs []URLRecord) error
+	urlFilter func(from peer.ID, recs []URLRecord) []bool
+}
+
 // ErrInvalidRecord marks records refused by Forward (too long, not UTF-8,
 // negative or non-finite cash...). The valid records of the same call are
 // still enqueued.
@@ -38,15 +64,19 @@ var ErrInvalidRecord = errors.New("invalid URL record")
 // either handled or persisted (as durable as the DB's SyncWrites setting).
 // Delivery is at-least-once: a batch whose ack is lost is sent again.
 func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
+	return n.urls.forward(ctx, recs)
+}
+
+func (u *urlRouter) forward(ctx context.Context, recs []URLRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var invalid []error
 	byOwner := map[peer.ID][]URLRecord{}
-	view := n.View()
+	view := u.mem.view()
 	for _, r := range recs {
 		if err := validateRecord(r); err != nil {
-			n.st.urlsInvalid.Add(1)
+			u.st.urlsInvalid.Add(1)
 			if len(invalid) < 3 {
 				invalid = append(invalid, fmt.Errorf("%.100q: %w", r.URL, err))
 			}
@@ -54,7 +84,7 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 		}
 		host, err := hostOf(r.URL)
 		if err != nil {
-			n.st.urlsInvalid.Add(1)
+			u.st.urlsInvalid.Add(1)
 			if len(invalid) < 3 {
 				invalid = append(invalid, err)
 			}
@@ -64,20 +94,20 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 		byOwner[o] = append(byOwner[o], r)
 	}
 	for o, rs := range byOwner {
-		if o == n.h.ID() {
-			if err := n.deliverLocal(ctx, n.h.ID(), rs); err != nil {
+		if o == u.mem.self() {
+			if err := u.deliverLocal(ctx, u.mem.self(), rs); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := n.appendURLs(o, rs); errors.Is(err, errOutboxFull) {
+		if err := u.appendURLs(o, rs); errors.Is(err, errOutboxFull) {
 			// Only a member silent for very long fills an outbox, and a
 			// silent member leaves the view, which re-routes its outbox:
 			// this node's own links to it are dropped rather than stall
 			// the crawl.
-			n.st.urlsDropped.Add(uint64(len(rs)))
-			if n.refusalLog.Allow() {
-				n.log.Warn("outbox full: dropping forwarded URLs", "peer", o, "records", len(rs), "cap", n.cfg.MaxOutboxPerPeer)
+			u.st.urlsDropped.Add(uint64(len(rs)))
+			if u.refusalLog.Allow() {
+				u.log.Warn("outbox full: dropping forwarded URLs", "peer", o, "records", len(rs), "cap", u.cfg.MaxOutboxPerPeer)
 			}
 		} else if err != nil {
 			return err
@@ -89,10 +119,10 @@ func (n *Node) Forward(ctx context.Context, recs []URLRecord) error {
 	return nil
 }
 
-func (n *Node) deliverLocal(ctx context.Context, from peer.ID, recs []URLRecord) error {
-	n.mu.Lock()
-	h := n.urlH
-	n.mu.Unlock()
+func (u *urlRouter) deliverLocal(ctx context.Context, from peer.ID, recs []URLRecord) error {
+	u.mu.Lock()
+	h := u.urlH
+	u.mu.Unlock()
 	if h == nil {
 		return errors.New("p2p: no URL handler set for records this node owns")
 	}
@@ -108,9 +138,9 @@ func (n *Node) deliverLocal(ctx context.Context, from peer.ID, recs []URLRecord)
 // is at-least-once, the handler must tolerate duplicates (node dedups
 // against its URL-seen set).
 func (n *Node) SetURLHandler(h func(ctx context.Context, from peer.ID, recs []URLRecord) error) {
-	n.mu.Lock()
-	n.urlH = h
-	n.mu.Unlock()
+	n.urls.mu.Lock()
+	n.urls.urlH = h
+	n.urls.mu.Unlock()
 }
 
 // SetURLFilter installs a check of the records of every batch a peer
@@ -119,18 +149,18 @@ func (n *Node) SetURLHandler(h func(ctx context.Context, from peer.ID, recs []UR
 // are dropped (Stats.URLsFiltered). node decides which links a sender may
 // vouch for; p2p does not know what a source host means.
 func (n *Node) SetURLFilter(f func(from peer.ID, recs []URLRecord) []bool) {
-	n.mu.Lock()
-	n.urlFilter = f
-	n.mu.Unlock()
+	n.urls.mu.Lock()
+	n.urls.urlFilter = f
+	n.urls.mu.Unlock()
 }
 
 // appendURLs keeps records for p in its URL outbox.
-func (n *Node) appendURLs(p peer.ID, recs []URLRecord) error {
+func (u *urlRouter) appendURLs(p peer.ID, recs []URLRecord) error {
 	enc := make([][]byte, len(recs))
 	for i, r := range recs {
 		enc[i] = encodeOutboxRecord(r)
 	}
-	_, err := n.outbox.Append(p, TopicURLs, enc, false)
+	_, err := u.outbox.Append(p, TopicURLs, enc, false)
 	return err
 }
 
@@ -142,7 +172,7 @@ type urlEntry struct {
 
 // decodeURLEntries decodes outbox records; those that do not decode are
 // deleted.
-func (n *Node) decodeURLEntries(p peer.ID, entries []outboxEntry) ([]urlEntry, error) {
+func (u *urlRouter) decodeURLEntries(p peer.ID, entries []outboxEntry) ([]urlEntry, error) {
 	out := make([]urlEntry, 0, len(entries))
 	var corrupt [][]byte
 	for _, e := range entries {
@@ -154,8 +184,8 @@ func (n *Node) decodeURLEntries(p peer.ID, entries []outboxEntry) ([]urlEntry, e
 		out = append(out, urlEntry{key: e.key, rec: rec})
 	}
 	if len(corrupt) > 0 {
-		n.log.Error("dropping undecodable outbox records", "peer", p, "count", len(corrupt))
-		if err := n.outbox.delete(corrupt); err != nil {
+		u.log.Error("dropping undecodable outbox records", "peer", p, "count", len(corrupt))
+		if err := u.outbox.delete(corrupt); err != nil {
 			return nil, err
 		}
 	}
@@ -164,15 +194,15 @@ func (n *Node) decodeURLEntries(p peer.ID, entries []outboxEntry) ([]urlEntry, e
 
 // sendURLBatch sends URL records to p; they leave the outbox once p
 // acknowledged them.
-func (n *Node) sendURLBatch(p peer.ID, entries []outboxEntry) error {
-	decoded, err := n.decodeURLEntries(p, entries)
+func (u *urlRouter) sendURLBatch(p peer.ID, entries []outboxEntry) error {
+	decoded, err := u.decodeURLEntries(p, entries)
 	if err != nil {
 		return err
 	}
-	return n.sendURLs(p, decoded)
+	return u.sendURLs(p, decoded)
 }
 
-func (n *Node) sendURLs(p peer.ID, entries []urlEntry) error {
+func (u *urlRouter) sendURLs(p peer.ID, entries []urlEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -185,51 +215,51 @@ func (n *Node) sendURLs(p peer.ID, entries []urlEntry) error {
 	if err != nil {
 		return err
 	}
-	if len(msg) > n.cfg.MaxMessageBytes-16 {
+	if len(msg) > u.cfg.MaxMessageBytes-16 {
 		if len(entries) == 1 {
-			n.log.Error("dropping URL record larger than the message cap", "peer", p, "url", recs[0].URL)
-			return n.outbox.delete(keys)
+			u.log.Error("dropping URL record larger than the message cap", "peer", p, "url", recs[0].URL)
+			return u.outbox.delete(keys)
 		}
 		half := len(entries) / 2
-		if err := n.sendURLs(p, entries[:half]); err != nil {
+		if err := u.sendURLs(p, entries[:half]); err != nil {
 			return err
 		}
-		return n.sendURLs(p, entries[half:])
+		return u.sendURLs(p, entries[half:])
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(u.ctx, 30*time.Second)
 	defer cancel()
 	// A member that leaves aborts the send at once (its outbox is then
 	// re-routed) instead of waiting for a dial to a dead address to fail.
 	q := queue{TopicURLs, p}
-	n.outbox.mu.Lock()
-	n.outbox.inflight[q] = cancel
-	n.outbox.mu.Unlock()
+	u.outbox.mu.Lock()
+	u.outbox.inflight[q] = cancel
+	u.outbox.mu.Unlock()
 	defer func() {
-		n.outbox.mu.Lock()
-		delete(n.outbox.inflight, q)
-		n.outbox.mu.Unlock()
+		u.outbox.mu.Lock()
+		delete(u.outbox.inflight, q)
+		u.outbox.mu.Unlock()
 	}()
-	_, wrote, err := n.call(ctx, p, n.protoURLs, msg)
-	n.st.forwardBytes.Add(uint64(wrote))
+	_, wrote, err := u.call(ctx, p, u.proto, msg)
+	u.st.forwardBytes.Add(uint64(wrote))
 	if err != nil {
 		return err
 	}
 	// Ack received: the receiver has made the records durable (or passed
 	// them on), so now, and only now, they leave our outbox. They count as
 	// forwarded first, so that an empty outbox never shows them uncounted.
-	n.st.batchesSent.Add(1)
-	n.st.urlsForwarded.Add(uint64(len(recs)))
-	return n.outbox.delete(keys)
+	u.st.batchesSent.Add(1)
+	u.st.urlsForwarded.Add(uint64(len(recs)))
+	return u.outbox.delete(keys)
 }
 
 // reroute moves the records of a departed peer to the owners by the
 // current view (the new owner of their hosts), atomically per record set.
-func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
-	decoded, err := n.decodeURLEntries(from, entries)
+func (u *urlRouter) reroute(from peer.ID, entries []outboxEntry) error {
+	decoded, err := u.decodeURLEntries(from, entries)
 	if err != nil {
 		return err
 	}
-	view := n.View()
+	view := u.mem.view()
 	byOwner := map[peer.ID][]URLRecord{}
 	var local []URLRecord
 	for _, e := range decoded {
@@ -238,22 +268,22 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 			continue
 		}
 		o := view.Owner(host)
-		if o == n.h.ID() {
+		if o == u.mem.self() {
 			local = append(local, e.rec)
 		} else {
 			byOwner[o] = append(byOwner[o], e.rec)
 		}
 	}
 	if len(local) > 0 {
-		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
-		err := n.deliverLocal(ctx, n.h.ID(), local)
+		ctx, cancel := context.WithTimeout(u.ctx, 30*time.Second)
+		err := u.deliverLocal(ctx, u.mem.self(), local)
 		cancel()
 		if err != nil {
 			return err
 		}
 	}
 	for o, rs := range byOwner {
-		if err := n.appendURLs(o, rs); err != nil {
+		if err := u.appendURLs(o, rs); err != nil {
 			return err
 		}
 	}
@@ -261,8 +291,8 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 	for i, e := range decoded {
 		keys[i] = e.key
 	}
-	n.log.Info("re-routed outbox of departed member", "peer", from, "records", len(decoded))
-	return n.outbox.delete(keys)
+	u.log.Info("re-routed outbox of departed member", "peer", from, "records", len(decoded))
+	return u.outbox.delete(keys)
 }
 
 // handleURLs receives a batch: records this node owns go to the handler,
@@ -274,32 +304,32 @@ func (n *Node) reroute(from peer.ID, entries []outboxEntry) error {
 // Records for hosts this node does not own are not taken on trust either
 // way: each goes to the owner by this node's view, at most MaxHops hops
 // from its origin, and counts against the sender's allowance like the rest.
-func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
-	if n.opts.intakeGate != nil {
-		if err := n.opts.intakeGate(); err != nil {
+func (u *urlRouter) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte, error) {
+	if u.intakeGate != nil {
+		if err := u.intakeGate(); err != nil {
 			return nil, err
 		}
 	}
-	if !n.urlAllowance(from) {
-		n.st.urlBatchesRefused.Add(1)
+	if !u.limits.urlAllowance(from) {
+		u.st.urlBatchesRefused.Add(1)
 		return nil, errBusy
 	}
-	recs, err := decodeURLBatch(msg, n.cfg.MaxMessageBytes)
+	recs, err := decodeURLBatch(msg, u.cfg.MaxMessageBytes)
 	if err != nil {
 		return nil, err
 	}
-	if !n.takeURLs(from, len(recs)) {
-		n.st.urlBatchesRefused.Add(1)
+	if !u.limits.takeURLs(from, len(recs)) {
+		u.st.urlBatchesRefused.Add(1)
 		return nil, errBusy
 	}
-	n.st.batchesReceived.Add(1)
-	n.st.urlsReceived.Add(uint64(len(recs)))
-	n.st.receivedBytes.Add(uint64(len(msg) + uvarintLen(uint64(len(msg)))))
-	view := n.View()
-	self := n.h.ID()
-	n.mu.Lock()
-	filter := n.urlFilter
-	n.mu.Unlock()
+	u.st.batchesReceived.Add(1)
+	u.st.urlsReceived.Add(uint64(len(recs)))
+	u.st.receivedBytes.Add(uint64(len(msg) + uvarintLen(uint64(len(msg)))))
+	view := u.mem.view()
+	self := u.mem.self()
+	u.mu.Lock()
+	filter := u.urlFilter
+	u.mu.Unlock()
 	var keep []bool
 	if filter != nil {
 		keep = filter(from, recs)
@@ -308,12 +338,12 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 	onward := map[peer.ID][]URLRecord{}
 	for i, r := range recs {
 		if keep != nil && !keep[i] {
-			n.st.urlsFiltered.Add(1)
+			u.st.urlsFiltered.Add(1)
 			continue
 		}
 		for {
-			cur := n.st.maxHops.Load()
-			if int64(r.Hops) <= cur || n.st.maxHops.CompareAndSwap(cur, int64(r.Hops)) {
+			cur := u.st.maxHops.Load()
+			if int64(r.Hops) <= cur || u.st.maxHops.CompareAndSwap(cur, int64(r.Hops)) {
 				break
 			}
 		}
@@ -326,27 +356,27 @@ func (n *Node) handleURLs(ctx context.Context, from peer.ID, msg []byte) ([]byte
 			mine = append(mine, r)
 			continue
 		}
-		if r.Hops+1 > n.cfg.MaxHops {
-			n.st.urlsDropped.Add(1)
-			n.log.Warn("dropping URL past hop limit", "url", r.URL, "hops", r.Hops, "from", from)
+		if r.Hops+1 > u.cfg.MaxHops {
+			u.st.urlsDropped.Add(1)
+			u.log.Warn("dropping URL past hop limit", "url", r.URL, "hops", r.Hops, "from", from)
 			continue
 		}
 		r.Hops++
 		onward[o] = append(onward[o], r)
 	}
 	if len(mine) > 0 {
-		if err := n.deliverLocal(ctx, from, mine); err != nil {
+		if err := u.deliverLocal(ctx, from, mine); err != nil {
 			return nil, err
 		}
 	}
 	for o, rs := range onward {
-		if err := n.appendURLs(o, rs); errors.Is(err, errOutboxFull) {
-			n.st.urlBatchesRefused.Add(1)
+		if err := u.appendURLs(o, rs); errors.Is(err, errOutboxFull) {
+			u.st.urlBatchesRefused.Add(1)
 			return nil, errBusy // the sender keeps the batch and retries
 		} else if err != nil {
 			return nil, err
 		}
-		n.st.urlsReforwarded.Add(uint64(len(rs)))
+		u.st.urlsReforwarded.Add(uint64(len(rs)))
 	}
 	return nil, nil
 }
