@@ -44,10 +44,11 @@ import (
 //   - Timeouts: ConnectTimeout per dial (and TLS handshake), FirstByteTimeout
 //     from request written to response headers, TotalTimeout for everything
 //     including the body. A body still arriving at TotalTimeout is kept as
-//     far as it came, Truncated and TimedOut (Heritrix's "timeTrunc"): the
-//     host answered and is only slow, so it is not a failed fetch that
-//     counts towards parking the host, and the links read so far are
-//     followed.
+//     far as it came, Truncated and TimedOut (Heritrix's "timeTrunc"), once
+//     at least minTimeTruncatedBytes had arrived: the host is sending a large
+//     page over a slow link, so the fetch is not a failure that counts
+//     towards parking the host, and the links read so far are followed. A
+//     trickle below that is a timeout: a host that drips bytes is parked.
 
 // DefaultUserAgent names the crawler and says where it is explained.
 const DefaultUserAgent = "sou/0.1 (+https://github.com/sou-search/sou/blob/main/docs/CRAWLER.md)"
@@ -364,7 +365,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 	}
 	body, truncated, err := f.readBody(hresp, limit)
 	resp.Duration = time.Since(start)
-	if err != nil && len(body) > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if err != nil && len(body) >= minTimeTruncatedBytes && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		resp.Body, resp.Truncated, resp.TimedOut = body, true, true
 		return resp, nil
 	}
@@ -377,6 +378,11 @@ func (f *Fetcher) Fetch(ctx context.Context, req FetchRequest) (*FetchResponse, 
 	resp.Body, resp.Truncated = body, truncated
 	return resp, nil
 }
+
+// minTimeTruncatedBytes is how much of a body must have arrived by
+// TotalTimeout for it to be kept (FetchResponse.TimedOut): more than most
+// whole pages, so a host that trickles bytes still times out.
+const minTimeTruncatedBytes = 64 << 10
 
 // readBody decodes the content encodings and reads at most limit bytes.
 // On a failure while reading it also returns what was decoded before it.

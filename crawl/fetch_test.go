@@ -188,6 +188,13 @@ func TestFetchTimeouts(t *testing.T) {
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
+		case "/slowbig":
+			// More than minTimeTruncatedBytes at once, then nothing more.
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(200)
+			_, _ = w.Write(bytes.Repeat([]byte("y"), 2*minTimeTruncatedBytes))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		case "/drip":
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(200)
@@ -217,21 +224,27 @@ func TestFetchTimeouts(t *testing.T) {
 	if ErrorClass(err) != "timeout" || time.Since(start) > 1800*time.Millisecond {
 		t.Fatalf("headers and no body: %v (class %q) after %v", err, ErrorClass(err), time.Since(start))
 	}
-	// A body still arriving at TotalTimeout is kept as far as it came: the
-	// host answers, slowly.
+	// A trickle is a timeout: the host gets parked.
 	start = time.Now()
-	resp, err := fetchPath(t, f, srv, "/drip")
-	if err != nil || time.Since(start) > 3*time.Second {
-		t.Fatalf("slow drip: %v after %v", err, time.Since(start))
+	_, err = fetchPath(t, f, srv, "/drip")
+	if ErrorClass(err) != "timeout" || time.Since(start) > 3*time.Second {
+		t.Fatalf("slow drip: %v (class %q) after %v", err, ErrorClass(err), time.Since(start))
 	}
-	if !resp.TimedOut || !resp.Truncated || len(resp.Body) == 0 || len(resp.Body) >= 100 || strings.Trim(string(resp.Body), "x") != "" {
-		t.Fatalf("slow drip: timed out %v, truncated %v, body %q", resp.TimedOut, resp.Truncated, resp.Body)
+	// A large body still arriving at TotalTimeout is kept as far as it
+	// came: the host answers, over a slow link.
+	start = time.Now()
+	resp, err := fetchPath(t, f, srv, "/slowbig")
+	if err != nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("slow large body: %v after %v", err, time.Since(start))
+	}
+	if !resp.TimedOut || !resp.Truncated || len(resp.Body) != 2*minTimeTruncatedBytes {
+		t.Fatalf("slow large body: timed out %v, truncated %v, %d bytes", resp.TimedOut, resp.Truncated, len(resp.Body))
 	}
 	// The caller's own cancellation is no truncation.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if resp, err := f.Fetch(ctx, FetchRequest{URL: mustURL(t, srv.URL+"/drip")}); err == nil {
-		t.Fatalf("drip cancelled by the caller: a response (timed out %v, %d bytes), want an error", resp.TimedOut, len(resp.Body))
+	if resp, err := f.Fetch(ctx, FetchRequest{URL: mustURL(t, srv.URL+"/slowbig")}); err == nil {
+		t.Fatalf("body cancelled by the caller: a response (timed out %v, %d bytes), want an error", resp.TimedOut, len(resp.Body))
 	}
 }
 
