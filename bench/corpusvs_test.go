@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,29 +197,14 @@ func (p *rssPeaks) run(ctx context.Context, every time.Duration) {
 }
 
 func (p *rssPeaks) sample() {
-	f, err := os.Open("/proc/self/status")
+	anon, file, err := testnet.RSSOf(os.Getpid())
 	if err != nil {
 		return // no /proc: the figures stay 0, which the report shows
 	}
-	defer f.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "RssAnon" && k != "RssFile") {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		if err != nil {
-			continue
-		}
-		if k == "RssAnon" {
-			p.anon = max(p.anon, kb/1024)
-		} else {
-			p.file = max(p.file, kb/1024)
-		}
-	}
+	p.anon = max(p.anon, anon)
+	p.file = max(p.file, file)
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

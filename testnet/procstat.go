@@ -57,7 +57,7 @@ func (s *procSampler) sample(l *launcher) {
 		if pid == 0 {
 			continue
 		}
-		anon, file, err := rssOf(pid)
+		anon, file, err := RSSOf(pid)
 		if err != nil {
 			continue
 		}
@@ -97,8 +97,8 @@ func (s *procSampler) figures() map[int]procFigures {
 	return out
 }
 
-// rssOf reads RssAnon and RssFile of pid, in MB.
-func rssOf(pid int) (anon, file float64, err error) {
+// RSSOf reads RssAnon and RssFile of pid, in MB.
+func RSSOf(pid int) (anon, file float64, err error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
