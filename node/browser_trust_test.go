@@ -28,12 +28,12 @@ func TestBrowserHostileContentIsInert(t *testing.T) {
 	p := startPeerPair(t, testConfig(t))
 	host := p.hostOfB(t)
 	putPage(t, p.b, &index.Document{URL: "http://" + host + "/light", Host: host, Title: "Lighthouse", Body: "the lighthouse keeper", ContentType: "text/html"})
-	p.setAnswer(func(ctx context.Context, honest func() ([]byte, error)) ([]byte, error) {
+	p.setAnswer(func(ctx context.Context, req []byte, honest func() ([]byte, error)) ([]byte, error) {
 		b, err := honest()
 		if err != nil {
 			return nil, err
 		}
-		return forgeAnswer(b, hostileSnippet, hostileTitle)
+		return forgeAnswer(req, b, hostileSnippet, hostileTitle)
 	})
 	hostile, deep := hostileCachedPages("docs.example")
 	putPage(t, p.a, hostile)

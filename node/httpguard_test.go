@@ -228,7 +228,7 @@ type peerPair struct {
 	baseA string
 	// answer rewrites b's answers; honest computes the true one.
 	mu     sync.Mutex
-	answer func(ctx context.Context, honest func() ([]byte, error)) ([]byte, error)
+	answer func(ctx context.Context, req []byte, honest func() ([]byte, error)) ([]byte, error)
 }
 
 func startPeerPair(t *testing.T, cfgA Config) *peerPair {
@@ -250,12 +250,12 @@ func startPeerPair(t *testing.T, cfgA Config) *peerPair {
 		if answer == nil {
 			return honest()
 		}
-		return answer(ctx, honest)
+		return answer(ctx, req, honest)
 	})
 	return p
 }
 
-func (p *peerPair) setAnswer(f func(ctx context.Context, honest func() ([]byte, error)) ([]byte, error)) {
+func (p *peerPair) setAnswer(f func(ctx context.Context, req []byte, honest func() ([]byte, error)) ([]byte, error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.answer = f
@@ -292,28 +292,34 @@ func putPage(t *testing.T, n *Node, doc *index.Document) {
 }
 
 // forgeAnswer rewrites the titles of a shard answer's candidates and the
-// snippets of its snippet answer (search's JSON wire: {"v":4,"a":ANALYZER,
-// "r":{...}} for candidates, which carry no snippet, {"v":4,"a":ANALYZER,
-// "sn":{...}} for snippets).
-func forgeAnswer(b []byte, snippet, title string) ([]byte, error) {
-	var w struct {
-		V  int                 `json:"v"`
-		A  string              `json:"a"`
-		R  *search.ShardResult `json:"r,omitempty"`
-		Sn map[string]string   `json:"sn,omitempty"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
+// snippets of its snippet answer, on search's wire.
+func forgeAnswer(req, b []byte, snippet, title string) ([]byte, error) {
+	r, err := search.DecodeShardRequest(req)
+	if err != nil {
 		return nil, fmt.Errorf("forge: %w", err)
 	}
-	if w.R != nil {
-		for i := range w.R.Candidates {
-			w.R.Candidates[i].Title = title
+	if len(r.SnippetURLs) > 0 {
+		sn, err := search.DecodeSnippetResponse(b, r.Analyzer, r.SnippetURLs)
+		if err != nil {
+			return nil, fmt.Errorf("forge: %w", err)
 		}
+		for u := range sn {
+			sn[u] = snippet
+		}
+		return search.EncodeSnippetResponse(r.Analyzer, r.SnippetURLs, sn)
 	}
-	for u := range w.Sn {
-		w.Sn[u] = snippet
+	q, err := search.ParseQuery(r.Query, index.SharedAnalyzer())
+	if err != nil {
+		return nil, fmt.Errorf("forge: %w", err)
 	}
-	return json.Marshal(w)
+	res, err := search.DecodeShardResponse(b, r.Analyzer, q.Terms(), r.K)
+	if err != nil {
+		return nil, fmt.Errorf("forge: %w", err)
+	}
+	for i := range res.Candidates {
+		res.Candidates[i].Title = title
+	}
+	return search.EncodeShardResponse(r.Analyzer, q.Terms(), res)
 }
 
 // The hostile snippet and title of issue 20's finding 4.
@@ -333,12 +339,12 @@ func TestHostileSnippetFromPeerIsText(t *testing.T) {
 	p := startPeerPair(t, testConfig(t))
 	host := p.hostOfB(t)
 	putPage(t, p.b, &index.Document{URL: "http://" + host + "/light", Host: host, Title: "Lighthouse", Body: "the lighthouse keeper", ContentType: "text/html"})
-	p.setAnswer(func(ctx context.Context, honest func() ([]byte, error)) ([]byte, error) {
+	p.setAnswer(func(ctx context.Context, req []byte, honest func() ([]byte, error)) ([]byte, error) {
 		b, err := honest()
 		if err != nil {
 			return nil, err
 		}
-		return forgeAnswer(b, hostileSnippet, hostileTitle)
+		return forgeAnswer(req, b, hostileSnippet, hostileTitle)
 	})
 
 	status, _, page := get(t, p.baseA+"/?q=lighthouse")
@@ -380,7 +386,7 @@ func TestSearchConcurrencyLimit(t *testing.T) {
 	// The held searches end when released, not at a deadline: on a loaded
 	// machine a deadline could pass before the last check runs.
 	release := make(chan struct{})
-	p.setAnswer(func(ctx context.Context, _ func() ([]byte, error)) ([]byte, error) {
+	p.setAnswer(func(ctx context.Context, _ []byte, _ func() ([]byte, error)) ([]byte, error) {
 		arrived <- struct{}{}
 		select {
 		case <-ctx.Done():

@@ -2,7 +2,6 @@ package search
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -315,7 +314,8 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 		dropped int
 	}
 	replies := make(chan reply, len(members))
-	wire, err := encodeShardRequest(shardRequest{analyzer: c.analyzer.Version(), query: q.Raw(), script: q.script, k: k})
+	wire := EncodeShardRequest(ShardRequest{Analyzer: c.analyzer.Version(), Query: q.Raw(), Script: q.script, K: k})
+	terms := q.Terms()
 	for _, m := range members {
 		go func(m string) {
 			t0 := time.Now()
@@ -323,15 +323,13 @@ func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnsw
 			var rerr error
 			dropped := 0
 			switch {
-			case err != nil:
-				rerr = err
 			case m == self:
 				res, rerr = c.localShard(ctx, q, k)
 			default:
 				var b []byte
 				b, rerr = c.transport.Request(ctx, m, wire)
 				if rerr == nil {
-					res, rerr = decodeShardResponse(b, c.analyzer.Version())
+					res, rerr = DecodeShardResponse(b, c.analyzer.Version(), terms, k)
 				}
 				if rerr == nil {
 					rerr = validateShardResult(res, q, k)
@@ -440,30 +438,30 @@ func (c *Coordinator) localShard(ctx context.Context, q *Query, k int) (*ShardRe
 // coordinator of another analyzer version gets this node's version and
 // nothing else: its query's terms and this shard's are not comparable.
 func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byte, error) {
-	r, err := decodeShardRequest(req)
+	r, err := DecodeShardRequest(req)
 	if err != nil {
 		return nil, err
 	}
 	version := c.analyzer.Version()
-	if r.analyzer != version {
-		if len(r.snippetURLs) > 0 {
-			return encodeSnippetResponse(version, nil)
+	if r.Analyzer != version {
+		if len(r.SnippetURLs) > 0 {
+			return EncodeSnippetResponse(version, nil, nil)
 		}
-		return encodeShardResponse(version, nil)
+		return EncodeShardResponse(version, nil, nil)
 	}
-	q, err := ParseQuery(r.query, c.analyzer)
+	q, err := ParseQuery(r.Query, c.analyzer)
 	if err != nil {
 		return nil, fmt.Errorf("parse forwarded query: %w", err)
 	}
-	q.preferScript(r.script)
-	if len(r.snippetURLs) > 0 {
-		snips, err := c.local.Snippets(ctx, q, r.snippetURLs, r.termPlaces, c.hostFilter)
+	q.preferScript(r.Script)
+	if len(r.SnippetURLs) > 0 {
+		snips, err := c.local.Snippets(ctx, q, r.SnippetURLs, r.TermPlaces, c.hostFilter)
 		if err != nil {
 			return nil, err
 		}
-		return encodeSnippetResponse(version, snips)
+		return EncodeSnippetResponse(version, r.SnippetURLs, snips)
 	}
-	if r.k > maxShallowK {
+	if r.K > maxShallowK {
 		select {
 		case c.deep <- struct{}{}:
 			defer func() { <-c.deep }()
@@ -471,11 +469,11 @@ func (c *Coordinator) HandleShardRequest(ctx context.Context, req []byte) ([]byt
 			return nil, ErrDeepBusy
 		}
 	}
-	res, err := c.localShard(ctx, q, r.k)
+	res, err := c.localShard(ctx, q, r.K)
 	if err != nil {
 		return nil, err
 	}
-	return encodeShardResponse(version, res)
+	return EncodeShardResponse(version, q.Terms(), res)
 }
 
 // fillSnippets fetches the snippets of the results on the page from the
@@ -528,15 +526,12 @@ func (c *Coordinator) snippetsFrom(ctx context.Context, member string, q *Query,
 		return c.local.Snippets(ctx, q, urls, places, c.hostFilter)
 	}
 	version := c.analyzer.Version()
-	wire, err := encodeShardRequest(shardRequest{analyzer: version, query: q.Raw(), k: 1, snippetURLs: urls, termPlaces: places})
-	if err != nil {
-		return nil, err
-	}
+	wire := EncodeShardRequest(ShardRequest{Analyzer: version, Query: q.Raw(), K: 1, SnippetURLs: urls, TermPlaces: places})
 	b, err := c.transport.Request(ctx, member, wire)
 	if err != nil {
 		return nil, err
 	}
-	return decodeSnippetResponse(b, version, urls)
+	return DecodeSnippetResponse(b, version, urls)
 }
 
 // candidatePlaces is termPlaces of a candidate's TFs, in terms' order.
@@ -632,194 +627,6 @@ func canonicalBefore(a, b string) bool {
 
 func cacheKey(q *Query, page, n int) string {
 	return fmt.Sprintf("%s\x00%d\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), q.script, page, n)
-}
-
-// Wire format of the search protocol, version 4: JSON objects, small and
-// self-describing. The query travels as its raw string and each shard parses
-// it with the same deterministic analyzer, which keeps the wire independent
-// of the query's internal form. Every request and answer carries its
-// sender's index.Analyzer version ("a"): a shard answers a request of
-// another version with its version alone, and a coordinator refuses an
-// answer of another version (a failed shard in Coverage, "analyzer version
-// X, want Y"), so that statistics and scores of two analyzers are never
-// merged. A request carries the reader's script (S, Request.Script) when
-// the search has one; a shard that ignores it still answers, and the
-// coordinator rescores its candidates with it. A candidate carries what
-// Score reads: per query term its TF in each field, its field lengths,
-// static rank and proximity counts, and no snippet: snippets are asked
-// for by URL, for the results shown (U).
-//
-// WireVersion is that version.
-const WireVersion = 4
-
-// maxAnalyzerVersionBytes bounds the analyzer version on the wire.
-const maxAnalyzerVersionBytes = 64
-
-// errAnalyzerMismatch marks an answer from a shard whose analyzer differs.
-var errAnalyzerMismatch = errors.New("analyzer version")
-
-// MaxShardResponseBytes caps what a shard may send back.
-const MaxShardResponseBytes = 4 << 20
-
-type shardRequestWire struct {
-	V int    `json:"v"`
-	A string `json:"a"`
-	Q string `json:"q"`
-	// S is the reader's script (Request.Script), for a query whose own
-	// characters do not tell one.
-	S index.Script `json:"s,omitempty"`
-	K int          `json:"k"`
-	// U, when set, asks for the snippets of these pages instead of
-	// candidates (K is then ignored).
-	U []string `json:"u,omitempty"`
-	// P, with U, says per page where it has each query term: 0 nowhere
-	// the snippet looks, 1 in its body, 2 in its headings only.
-	P [][]int8 `json:"p,omitempty"`
-}
-
-// shardRequest is a decoded shard request.
-type shardRequest struct {
-	analyzer    string
-	query       string
-	script      index.Script
-	k           int
-	snippetURLs []string
-	termPlaces  [][]int8
-}
-
-func encodeShardRequest(r shardRequest) ([]byte, error) {
-	return json.Marshal(shardRequestWire{V: WireVersion, A: r.analyzer, Q: r.query, S: r.script, K: r.k, U: r.snippetURLs, P: r.termPlaces})
-}
-
-func decodeShardRequest(b []byte) (shardRequest, error) {
-	var w shardRequestWire
-	if len(b) > MaxQueryBytes+256+MaxResultsPerPage*(maxCandidateURLBytes+8+3*MaxQueryTerms) {
-		return shardRequest{}, fmt.Errorf("shard request of %d bytes is too large", len(b))
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return shardRequest{}, fmt.Errorf("decode shard request: %w", err)
-	}
-	if w.V != WireVersion {
-		return shardRequest{}, fmt.Errorf("shard request version %d, want %d", w.V, WireVersion)
-	}
-	if w.A == "" || len(w.A) > maxAnalyzerVersionBytes {
-		return shardRequest{}, fmt.Errorf("shard request analyzer version of %d bytes", len(w.A))
-	}
-	if len(w.Q) > MaxQueryBytes {
-		return shardRequest{}, fmt.Errorf("shard request query of %d bytes, at most %d", len(w.Q), MaxQueryBytes)
-	}
-	if w.K < 1 || w.K > MaxPage*MaxResultsPerPage+1000 {
-		return shardRequest{}, fmt.Errorf("shard request k=%d out of range", w.K)
-	}
-	if len(w.U) > MaxResultsPerPage {
-		return shardRequest{}, fmt.Errorf("snippet request for %d pages, at most %d", len(w.U), MaxResultsPerPage)
-	}
-	for _, u := range w.U {
-		if u == "" || len(u) > maxCandidateURLBytes {
-			return shardRequest{}, fmt.Errorf("snippet request URL of %d bytes", len(u))
-		}
-	}
-	if len(w.P) != len(w.U) {
-		return shardRequest{}, fmt.Errorf("snippet request for %d pages with term places for %d", len(w.U), len(w.P))
-	}
-	for _, p := range w.P {
-		if len(p) > MaxQueryTerms {
-			return shardRequest{}, fmt.Errorf("snippet request with places for %d terms, at most %d", len(p), MaxQueryTerms)
-		}
-		for _, v := range p {
-			if v < termAbsent || v > termHeading {
-				return shardRequest{}, fmt.Errorf("snippet request with term place %d", v)
-			}
-		}
-	}
-	if w.S > index.ScriptTraditional {
-		return shardRequest{}, fmt.Errorf("shard request script %d", w.S)
-	}
-	return shardRequest{analyzer: w.A, query: w.Q, script: w.S, k: w.K, snippetURLs: w.U, termPlaces: w.P}, nil
-}
-
-type snippetResponseWire struct {
-	V  int               `json:"v"`
-	A  string            `json:"a"`
-	Sn map[string]string `json:"sn"`
-}
-
-func encodeSnippetResponse(analyzer string, snips map[string]string) ([]byte, error) {
-	return json.Marshal(snippetResponseWire{V: WireVersion, A: analyzer, Sn: snips})
-}
-
-// decodeSnippetResponse accepts snippets only from a shard of analyzer
-// version analyzer, and only for the pages asked for.
-func decodeSnippetResponse(b []byte, analyzer string, asked []string) (map[string]string, error) {
-	w, err := unmarshalResponse[snippetResponseWire](b, MaxResultsPerPage*(maxCandidateURLBytes+maxSnippetBytes)+128, "snippet response", analyzer)
-	if err != nil {
-		return nil, err
-	}
-	if w.Sn == nil {
-		return nil, errors.New("snippet response without snippets")
-	}
-	want := make(map[string]bool, len(asked))
-	for _, u := range asked {
-		want[u] = true
-	}
-	for u, sn := range w.Sn {
-		if !want[u] || len(sn) > maxSnippetBytes {
-			return nil, fmt.Errorf("snippet response with an unasked page or an oversized snippet")
-		}
-	}
-	return w.Sn, nil
-}
-
-type shardResponseWire struct {
-	V int          `json:"v"`
-	A string       `json:"a"`
-	R *ShardResult `json:"r"`
-}
-
-func (w *shardResponseWire) versions() (int, string)   { return w.V, w.A }
-func (w *snippetResponseWire) versions() (int, string) { return w.V, w.A }
-
-// unmarshalResponse decodes a shard's JSON answer of at most maxBytes and
-// checks its wire version and that its analyzer version is analyzer.
-func unmarshalResponse[T any, PT interface {
-	*T
-	versions() (int, string)
-}](b []byte, maxBytes int, what, analyzer string) (*T, error) {
-	if len(b) > maxBytes {
-		return nil, fmt.Errorf("%s of %d bytes is too large", what, len(b))
-	}
-	w := PT(new(T))
-	if err := json.Unmarshal(b, w); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", what, err)
-	}
-	v, a := w.versions()
-	if v != WireVersion {
-		return nil, fmt.Errorf("%s version %d, want %d", what, v, WireVersion)
-	}
-	if a != analyzer {
-		return nil, fmt.Errorf("%w %.64q, want %q", errAnalyzerMismatch, a, analyzer)
-	}
-	return (*T)(w), nil
-}
-
-func encodeShardResponse(analyzer string, r *ShardResult) ([]byte, error) {
-	return json.Marshal(shardResponseWire{V: WireVersion, A: analyzer, R: r})
-}
-
-// decodeShardResponse accepts the answer of a shard of analyzer version
-// analyzer.
-func decodeShardResponse(b []byte, analyzer string) (*ShardResult, error) {
-	w, err := unmarshalResponse[shardResponseWire](b, MaxShardResponseBytes, "shard response", analyzer)
-	if err != nil {
-		return nil, err
-	}
-	if w.R == nil {
-		return nil, errors.New("shard response without a result")
-	}
-	if w.R.Stats.Docs < 0 || w.R.Total < 0 {
-		return nil, errors.New("shard response with negative statistics")
-	}
-	return w.R, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

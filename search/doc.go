@@ -125,6 +125,18 @@
 // when the node's analyzer changes (index.Open), so a node that upgraded
 // rejoins searches once its peers run the same version.
 //
+// # Wire (wire.go)
+//
+// Shard requests and answers travel in a hand-written binary encoding,
+// described field by field above WireVersion: varints and length-prefixed
+// strings read one field at a time, every count and length checked against
+// a limit before anything is allocated for it, trailing bytes refused, so a
+// peer's bytes never reach a reflective decoder. Both sides parse the raw
+// query with the same analyzer, so a TF or a DF names its term by its
+// index in Query.Terms, and a snippet names its page by its index in the
+// request. The codec is exported for those that speak the protocol as a
+// peer: node's tests and testnet's attacker.
+//
 // # Untrusted shards (validate.go)
 //
 // A remote shard's answer is checked before it is merged: counts and DFs

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -349,10 +348,9 @@ func (a *Attacker) farHosts(tg Targets, n int) []string {
 // searchAmp asks every honest node, from the member and many at once, for
 // thousands of candidates with snippets.
 func (a *Attacker) searchAmp(ctx context.Context, tg Targets) {
-	v := strconv.Itoa(search.WireVersion)
 	reqs := [][]byte{
-		[]byte(`{"v":` + v + `,"a":"` + a.analyzer + `","q":"the of and","k":6000}`),
-		[]byte(`{"v":` + v + `,"a":"` + a.analyzer + `","q":"the of and","k":2000}`),
+		search.EncodeShardRequest(search.ShardRequest{Analyzer: a.analyzer, Query: "the of and", K: 6000}),
+		search.EncodeShardRequest(search.ShardRequest{Analyzer: a.analyzer, Query: "the of and", K: 2000}),
 	}
 	var wg sync.WaitGroup
 	for _, id := range nodeIDs(tg) {
@@ -407,14 +405,15 @@ func deadlineOf(ctx context.Context) time.Time {
 // forgedAnswer is the member's answer to every shard request: a result for
 // a host it does not hold carrying an HTML snippet (shards send none),
 // statistics no shard could have, and a result of its own whose title is
-// HTML.
+// HTML. (The wire names a DF by its term's index in the query, so the
+// forged statistics are a total no document count allows.)
 func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte, error) {
 	tok := a.cfg.Token
 	snippet := `<form action="/dashboard/seed" method="post"><input name="urls" value="http://evil.example/"></form>` +
 		`<meta http-equiv="refresh" content="0;url=http://evil.example/"><a href="http://evil.example/">` + tok + `</a>`
 	own := a.ownURL(Targets{})
 	res := search.ShardResult{
-		Stats: search.CollectionStats{Docs: 1, DF: map[string]int64{tok: 1_000_000}},
+		Stats: search.CollectionStats{Docs: 1},
 		Candidates: []search.Candidate{
 			{URL: "http://honest.example/" + tok, Host: "honest.example", Title: tok, Snippet: snippet, StaticRank: 1e9},
 		},
@@ -424,7 +423,7 @@ func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte,
 		res.Candidates = append(res.Candidates, search.Candidate{URL: own + tok, Host: hostOf(own), Title: tok + ` <script>alert(1)</script>`})
 	}
 	a.count(ForgedAnswers, false)
-	return json.Marshal(map[string]any{"v": search.WireVersion, "a": a.analyzer, "r": res})
+	return search.EncodeShardResponse(a.analyzer, nil, &res)
 }
 
 // httpAttacks tries the honest nodes' HTTP APIs as a web page on another
