@@ -92,7 +92,8 @@ type ShardRequest struct {
 	K           int
 	SnippetURLs []string
 	// TermPlaces says per page of SnippetURLs where it has each query term
-	// (termAbsent, termInBody, termHeading).
+	// (Query.Terms order): 0 nowhere the snippet looks, 1 in its body, 2
+	// in its headings only.
 	TermPlaces [][]int8
 }
 
