@@ -117,8 +117,14 @@ type Index struct {
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error
 
-	metaMu sync.RWMutex // guards metas growth, deleted growth, pub, hosts
+	metaMu sync.RWMutex // guards metas growth, deleted growth, pub, hosts, host IDs
 	hosts  map[string]*hostAgg
+	// docHosts[id] is doc id's host as an index into hostNames (interned by
+	// hostIDs, append-only): a query filters its candidates by host with a
+	// slice lookup on a dense array instead of hashing a string per doc.
+	docHosts  []uint32
+	hostNames []string
+	hostIDs   map[string]uint32
 	// maxStatic bounds every doc's static rank (never lowered on delete),
 	// so the engine's static-rank bound is tight enough to prune with.
 	maxStatic float64
@@ -180,6 +186,8 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	ix := &Index{
 		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec,
 		reindex: map[string]time.Time{}, hosts: map[string]*hostAgg{},
+		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
+		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
 	if opts.TailCacheBytes > 0 {
@@ -287,6 +295,7 @@ func (ix *Index) load() error {
 			}
 		}
 		ix.metas = make([]docMeta, ix.st.NextDoc, ix.st.NextDoc+1024)
+		ix.docHosts = make([]uint32, ix.st.NextDoc, ix.st.NextDoc+1024)
 		ix.deleted = make([]atomic.Uint64, (ix.st.NextDoc+1024)/64+1)
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixLens)})
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -298,6 +307,7 @@ func (ix *Index) load() error {
 				it.Close()
 				return err
 			}
+			ix.docHosts[id] = ix.internHost(&ix.metas[id])
 			// N and the field length sums are those of the docs with an
 			// i:l: key: written with their postings, deleted with the doc.
 			ix.st.Docs++
@@ -375,6 +385,7 @@ func (ix *Index) reanalyze(ctx context.Context) error {
 					}
 					id := from + uint32(i)
 					ix.metas[id] = dp.meta
+					ix.docHosts[id] = ix.internHost(&ix.metas[id])
 					ix.maxStatic = max(ix.maxStatic, dp.meta.static)
 					pend.add(id, dp)
 					ix.releaseDoc(dp)
@@ -928,6 +939,7 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, fo
 	}
 	ix.metaMu.Lock()
 	ix.metas = append(ix.metas, dp.meta)
+	ix.docHosts = append(ix.docHosts, ix.internHost(&ix.metas[len(ix.metas)-1]))
 	ix.maxStatic = max(ix.maxStatic, dp.meta.static)
 	if need := int(id/64) + 1; need > len(ix.deleted) {
 		grown := make([]atomic.Uint64, need*2)
@@ -1158,6 +1170,20 @@ type hostAgg struct {
 
 // hostAdd adds (sign 1) or removes (-1) a doc. Callers hold metaMu (or are
 // in Open).
+// internHost returns m's host ID, assigning the next one to a host not
+// seen before, and makes m share the interned copy of its host name.
+// Callers hold metaMu for writing (or run before the index is shared).
+func (ix *Index) internHost(m *docMeta) uint32 {
+	id, ok := ix.hostIDs[m.host]
+	if !ok {
+		id = uint32(len(ix.hostNames))
+		ix.hostIDs[m.host] = id
+		ix.hostNames = append(ix.hostNames, m.host)
+	}
+	m.host = ix.hostNames[id]
+	return id
+}
+
 func (ix *Index) hostAdd(m *docMeta, sign int64) {
 	a := ix.hosts[m.host]
 	if a == nil {

@@ -17,20 +17,22 @@ const NoMoreDocs = math.MaxUint32
 // read transaction plus a snapshot of the in-memory per-document data.
 // Not safe for concurrent use; Close it.
 type Reader struct {
-	ix      *Index
-	txn     *badger.Txn
-	it      *badger.Iterator
-	metas   []docMeta
-	deleted []atomic.Uint64
-	st      state
-	maxRank float64
+	ix        *Index
+	txn       *badger.Txn
+	it        *badger.Iterator
+	metas     []docMeta
+	docHosts  []uint32
+	hostNames []string
+	deleted   []atomic.Uint64
+	st        state
+	maxRank   float64
 }
 
 // NewReader opens a read view.
 func (ix *Index) NewReader() *Reader {
 	txn := ix.db.NewTransaction(false)
 	ix.metaMu.RLock()
-	r := &Reader{ix: ix, txn: txn, metas: ix.metas, deleted: ix.deleted, st: ix.pub, maxRank: ix.maxStatic}
+	r := &Reader{ix: ix, txn: txn, metas: ix.metas, docHosts: ix.docHosts, hostNames: ix.hostNames, deleted: ix.deleted, st: ix.pub, maxRank: ix.maxStatic}
 	ix.metaMu.RUnlock()
 	return r
 }
@@ -93,6 +95,16 @@ func (r *Reader) MaxStaticRank() float64 { return r.maxRank }
 
 // Host returns the host of doc id.
 func (r *Reader) Host(id uint32) string { return r.metas[id].host }
+
+// HostID returns doc id's host as a number below NumHosts: two docs of one
+// view have the same host exactly when their HostIDs are equal.
+func (r *Reader) HostID(id uint32) uint32 { return r.docHosts[id] }
+
+// HostName returns the host whose HostID is hid.
+func (r *Reader) HostName(hid uint32) string { return r.hostNames[hid] }
+
+// NumHosts bounds the HostIDs of this view.
+func (r *Reader) NumHosts() int { return len(r.hostNames) }
 
 // NumDocIDs bounds the docIDs that can appear in this view.
 func (r *Reader) NumDocIDs() uint32 { return uint32(len(r.metas)) }
@@ -201,6 +213,16 @@ func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
 		p.Advance(0)
 	}
 	return p, nil
+}
+
+// Rewind moves the cursor back to the list's first doc without reading
+// the store again.
+func (p *Postings) Rewind() {
+	if p.err != nil || len(p.blocks) == 0 {
+		return
+	}
+	p.bi, p.dec, p.posBlock, p.i = 0, -1, -1, 0
+	p.Advance(0)
 }
 
 // Doc is the current docID, NoMoreDocs when exhausted.

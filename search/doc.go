@@ -78,14 +78,20 @@
 // shard's largest, the script bonus, proximity) is compared with the k-th
 // score, and a run of documents whose bound cannot beat it is skipped
 // without decoding; the term-level bound ends the query early. A relaxed
-// query runs over the union of its terms' lists with MaxScore pruning
-// (runRelaxed): lists whose bounds, less the penalties of the other terms,
-// cannot beat the k-th score stop supplying candidates. Ties break on
-// docID, the visiting order, so the result equals exhaustive scoring
-// (tested, strict and relaxed, with and without proximity). Positions are
+// query first runs strictly (documents with every term), then over the
+// union of its terms' lists with MaxScore pruning (runRelaxed), skipping
+// the documents the first pass saw and starting from the k-th score it
+// reached: lists whose bounds, less the penalties of the other terms (and
+// the proximity of pairs a document lacking them cannot have), cannot beat
+// it stop supplying candidates. Ties break on docID and the heap's order
+// is total, so the result equals exhaustive scoring (tested, strict and
+// relaxed, with and without proximity and a host filter). Positions are
 // decoded only to verify phrases and to count proximity, the latter only
 // for a document that could still enter with the largest proximity its
-// TFs allow; exclusions and site:/host filters are checked per candidate.
+// TFs allow. A shard holds replicas of hosts it does not answer for, in
+// runs of neighbouring docIDs: every cursor jumps over a run of refused
+// hosts at once (nextAllowed, on the index's dense per-doc host IDs);
+// exclusions and site: filters are checked per candidate.
 // Each Candidate carries per-term per-field TFs, field lengths, proximity
 // counts and its page's script for exact rescoring; Total is exact only
 // when nothing was pruned (ShardResult.TotalExact). With a host filter, Search returns statistics

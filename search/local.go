@@ -65,6 +65,12 @@ func (c *termCursor) shallow(e *exec, d uint32) (uint32, float64) {
 	return last, c.blkBound
 }
 
+// rewind moves c back to its list's first doc.
+func (c *termCursor) rewind() {
+	c.p.Rewind()
+	c.blkCached = false
+}
+
 type clauseExec struct {
 	cursors []*termCursor
 	phrase  bool
@@ -113,21 +119,21 @@ type exec struct {
 	groups []groupExec
 	excl   []clauseExec
 	all    []*termCursor
-	hostOK map[string]bool
-	// lastHost and lastHostOK: the previous document's host and verdict.
-	// A host's pages have neighbouring docIDs (its owner crawls it), so
-	// most documents skip the map.
-	lastHost   string
-	lastHostOK bool
-	filter     func(string) bool
-	posBufs    [][]uint32
-	tfs        [][index.NumFields]uint32
-	has        []bool
-	cur        []*termCursor // per term, a cursor on the doc being evaluated
-	idfs       []float64
-	pruned     bool
-	matched    int64
-	staticUB   float64
+	// hostOK is the verdict per host ID (index.Reader.HostID): 0 not
+	// asked yet, hostAllowedYes or hostAllowedNo.
+	hostOK []int8
+	// [skipFrom, allowedAt): docIDs nextAllowed found on refused hosts;
+	// allowedAt is the allowed doc that ends the run.
+	skipFrom, allowedAt uint32
+	filter              func(string) bool
+	posBufs             [][]uint32
+	tfs                 [][index.NumFields]uint32
+	has                 []bool
+	cur                 []*termCursor // per term, a cursor on the doc being evaluated
+	idfs                []float64
+	pruned              bool
+	matched             int64
+	staticUB            float64
 	// relaxed: documents lacking terms match too (Params.Relax and
 	// Query.Relaxable), each unit (term) with its cursor and penalty.
 	relaxed bool
@@ -136,14 +142,18 @@ type exec struct {
 	// proxUB bounds the proximity part of any doc's score (0: no pairs
 	// or proximity off); prox and pos are scratch for the counts.
 	proxUB float64
-	prox   []uint32
-	pos    [2][]uint32
+	// positions: the cursors copy positions with their lists, since
+	// proximity reads them for many documents and reading a block's
+	// again from the store costs more than the copy.
+	positions bool
+	prox      []uint32
+	pos       [2][]uint32
 }
 
 func (e *exec) open(c Clause, terms map[string]int) (clauseExec, error) {
 	ce := clauseExec{phrase: c.Phrase, pos: c.Pos}
 	for _, t := range c.Terms {
-		p, err := e.r.Postings(t, c.Phrase)
+		p, err := e.r.Postings(t, c.Phrase || e.positions)
 		if err != nil {
 			return ce, err
 		}
@@ -179,7 +189,8 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 	k = min(k, 10000)
 	r := l.ix.NewReader()
 	defer r.Close()
-	e := &exec{p: l.p, q: q, terms: q.Terms(), r: r, hostOK: map[string]bool{}, filter: hostFilter}
+	e := &exec{p: l.p, q: q, terms: q.Terms(), r: r, hostOK: make([]int8, r.NumHosts()), filter: hostFilter}
+	e.positions = l.p.Prox > 0 && len(e.terms) > 1
 	termIdx := make(map[string]int, len(e.terms))
 	for i, t := range e.terms {
 		termIdx[t] = i
@@ -234,12 +245,21 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 
 	h := make(hitHeap, 0, k)
 	e.relaxed = e.p.Relax && q.Relaxable()
-	run := e.run
-	if e.relaxed {
-		run = e.runRelaxed
-	}
-	if err := run(ctx, k, &h); err != nil {
+	e.resetSkips()
+	if err := e.run(ctx, k, &h); err != nil {
 		return nil, err
+	}
+	if e.relaxed {
+		// The strict pass above scored the documents that have every
+		// term; those lacking some are found next, against the k-th
+		// score it reached, which prunes most of them unseen.
+		for _, c := range e.all {
+			c.rewind()
+		}
+		e.resetSkips()
+		if err := e.runRelaxed(ctx, k, &h); err != nil {
+			return nil, err
+		}
 	}
 	for _, c := range e.all {
 		if err := c.p.Err(); err != nil {
@@ -439,6 +459,10 @@ func (e *exec) run(ctx context.Context, k int, h *hitHeap) error {
 			d = next
 			continue
 		}
+		if a := e.nextAllowed(d); a != d {
+			d = a
+			continue
+		}
 		if err := e.evaluate(d, k, h); err != nil {
 			return err
 		}
@@ -468,8 +492,10 @@ func (e *exec) clauseMatches(c *clauseExec, d uint32) (bool, error) {
 	return phraseAt(e.posBufs[:len(c.cursors)], c.pos), nil
 }
 
-// runRelaxed is run for a relaxed query: a document matches when it has
-// any of the query's terms, and pays missPenalty for those it lacks.
+// runRelaxed follows run for a relaxed query: a document matches when it
+// has any of the query's terms, and pays missPenalty for those it lacks;
+// run has scored (or pruned) every document that has them all, so this
+// pass skips those and starts from the k-th score run reached.
 // Document-at-a-time over the union of the terms' lists with MaxScore
 // pruning: the terms are ordered by score bound, and once k hits are held,
 // the longest prefix of them whose bounds, less the penalties of all the
@@ -508,16 +534,18 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 	// ubOnly[j]: the bound of a document found in none of the lists
 	// order[j:], that is of one having at most the terms order[:j].
 	ubOnly := make([]float64, n+1)
+	may := make([]bool, n) // per term: may the document have it
 	for j := 0; j <= n; j++ {
-		ub := e.staticUB + e.proxUB
+		ub := e.staticUB
 		for i, u := range order {
+			may[u] = i < j
 			if i < j {
 				ub += e.units[u].bound
 			} else {
 				ub -= e.pens[u]
 			}
 		}
-		ubOnly[j] = ub
+		ubOnly[j] = ub + e.proxBoundMay(may)
 	}
 	essential := 0 // order[:essential] are non-essential
 	bounds := make([]float64, n)
@@ -544,23 +572,33 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 		if d == index.NoMoreDocs {
 			return nil
 		}
+		if a := e.nextAllowed(d); a != d {
+			if a == index.NoMoreDocs {
+				return nil
+			}
+			for _, u := range order[essential:] {
+				e.units[u].p.Advance(a)
+			}
+			continue
+		}
 		if h.Len() == k {
 			theta := (*h)[0].score
 			// Block-max: the blocks each list holds at d bound every doc
 			// up to the first of them to end; a run the sum cannot beat
 			// is skipped without decoding.
-			ub := e.staticUB + e.proxUB
+			ub := e.staticUB
 			end := uint32(index.NoMoreDocs)
 			for _, u := range order {
 				last, b := e.units[u].shallow(e, d)
 				end = min(end, last)
-				if last == index.NoMoreDocs {
-					ub -= e.pens[u]
-				} else {
+				may[u] = last != index.NoMoreDocs
+				if may[u] {
 					ub += b
+				} else {
+					ub -= e.pens[u]
 				}
 			}
-			if ub <= theta {
+			if ub += e.proxBoundMay(may); ub <= theta {
 				e.pruned = true
 				if end == index.NoMoreDocs {
 					return nil
@@ -573,16 +611,18 @@ func (e *exec) runRelaxed(ctx context.Context, k int, h *hitHeap) error {
 			// d itself: the terms it lacks pay instead of adding, the
 			// essential ones known already, the others found by advancing
 			// their cursors, best bound first, while d can still enter.
-			ub = e.staticUB + e.proxUB
+			ub = e.staticUB
 			for _, u := range order {
 				c := e.units[u]
 				_, bounds[u] = c.shallow(e, d)
-				if c.p.Doc() <= d {
+				may[u] = c.p.Doc() <= d
+				if may[u] {
 					ub += bounds[u]
 				} else {
 					ub -= e.pens[u]
 				}
 			}
+			ub += e.proxBoundMay(may)
 			for i := essential - 1; i >= 0 && ub > theta; i-- {
 				u := order[i]
 				c := e.units[u]
@@ -634,9 +674,17 @@ func (e *exec) excluded(d uint32) (bool, error) {
 	return false, nil
 }
 
-// evaluateRelaxed checks and scores doc d, which some term's cursor is on.
+// evaluateRelaxed checks and scores doc d, which some term's cursor is on
+// and every other's is past or on; a doc with every term was run's.
 func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
-	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
+	all := true
+	for _, u := range e.units {
+		if u.p.Doc() != d {
+			all = false
+			break
+		}
+	}
+	if all || !e.r.Live(d) || !e.hostAllowed(e.r.HostID(d)) {
 		return nil
 	}
 	if excluded, err := e.excluded(d); excluded || err != nil {
@@ -672,22 +720,57 @@ func phraseAt(lists [][]uint32, rel []int) bool {
 	return false
 }
 
-func (e *exec) hostAllowed(host string) bool {
-	if host == e.lastHost && host != "" {
-		return e.lastHostOK
+// nextAllowed returns the first docID from d on whose host the query and
+// the shard's filter accept (NoMoreDocs if none). Most of a shard's
+// documents can be replicas it holds for hosts it does not answer for, and
+// a host's pages have neighbouring docIDs, so a pass jumps every cursor
+// over such a run at once instead of visiting its documents. A pass visits
+// docIDs in increasing order, so each scan resumes where the last ended.
+func (e *exec) nextAllowed(d uint32) uint32 {
+	if d >= e.skipFrom && d <= e.allowedAt {
+		return e.allowedAt
 	}
-	ok, seen := e.hostOK[host]
-	if !seen {
-		ok = e.q.MatchHost(host) && (e.filter == nil || e.filter(host))
-		e.hostOK[host] = ok
+	e.skipFrom = d
+	n := e.r.NumDocIDs()
+	for ; d < n; d++ {
+		if e.hostAllowed(e.r.HostID(d)) {
+			e.allowedAt = d
+			return d
+		}
 	}
-	e.lastHost, e.lastHostOK = host, ok
+	e.allowedAt = index.NoMoreDocs
+	return index.NoMoreDocs
+}
+
+// resetSkips forgets nextAllowed's run, before a pass from docID 0.
+func (e *exec) resetSkips() { e.skipFrom, e.allowedAt = 1, 0 }
+
+const (
+	hostAllowedYes int8 = 1
+	hostAllowedNo  int8 = 2
+)
+
+// hostAllowed reports whether the query and the shard's host filter
+// accept the host whose ID is hid, asking them once per host.
+func (e *exec) hostAllowed(hid uint32) bool {
+	switch e.hostOK[hid] {
+	case hostAllowedYes:
+		return true
+	case hostAllowedNo:
+		return false
+	}
+	host := e.r.HostName(hid)
+	ok := e.q.MatchHost(host) && (e.filter == nil || e.filter(host))
+	e.hostOK[hid] = hostAllowedNo
+	if ok {
+		e.hostOK[hid] = hostAllowedYes
+	}
 	return ok
 }
 
 // evaluate checks and scores doc d, on which every group has a cursor.
 func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
-	if !e.r.Live(d) || !e.hostAllowed(e.r.Host(d)) {
+	if !e.r.Live(d) || !e.hostAllowed(e.r.HostID(d)) {
 		return nil
 	}
 	for gi := range e.groups {
@@ -773,6 +856,21 @@ func (e *exec) score(d uint32, k int, h *hitHeap) error {
 		heap.Push(h, hit{doc: d, score: s, tfs: tfs, prox: prox})
 	}
 	return nil
+}
+
+// proxBoundMay bounds the proximity part of a doc that has at most the
+// terms may marks: only a pair of terms it may both have can count.
+func (e *exec) proxBoundMay(may []bool) float64 {
+	if e.proxUB == 0 {
+		return 0
+	}
+	s := 0.0
+	for i := 0; i+1 < len(e.terms); i++ {
+		if may[i] && may[i+1] {
+			s += e.p.Prox * min(e.idfs[i], e.idfs[i+1])
+		}
+	}
+	return s * boundSlack
 }
 
 // proxBoundTF bounds the proximity part of the doc being evaluated by
