@@ -316,6 +316,7 @@ func TestIndexPersistenceAndRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	checkHostIDs(t, ix, 6)
 	before := ix.Stats()
 	crash(t, ix, db)
 
@@ -354,8 +355,33 @@ func TestIndexPersistenceAndRecovery(t *testing.T) {
 	if hd, _, all := ix.HostStats(func(h string) bool { return h == "h1.example" }); hd != 1 || all {
 		t.Errorf("HostStats(h1) = %d, %v", hd, all)
 	}
+	checkHostIDs(t, ix, 6)
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkHostIDs checks that every docID's host ID names its host, one ID
+// per host, and that the view has hosts distinct hosts (the empty host
+// of docs without metadata aside).
+func checkHostIDs(t *testing.T, ix *Index, hosts int) {
+	t.Helper()
+	r := ix.NewReader()
+	defer r.Close()
+	ids := map[string]uint32{}
+	for id := range r.NumDocIDs() {
+		host, hid := r.Host(id), r.HostID(id)
+		if int(hid) >= r.NumHosts() || r.HostName(hid) != host {
+			t.Fatalf("doc %d: host %q, host ID %d of %d", id, host, hid, r.NumHosts())
+		}
+		if prev, ok := ids[host]; ok && prev != hid {
+			t.Fatalf("host %q has IDs %d and %d", host, prev, hid)
+		}
+		ids[host] = hid
+	}
+	delete(ids, "")
+	if len(ids) != hosts {
+		t.Errorf("%d hosts by ID, want %d: %v", len(ids), hosts, ids)
 	}
 }
 
