@@ -313,6 +313,10 @@ type Stats struct {
 	ErrorsByClass map[string]int64
 	// StatusByClass counts every HTTP response by StatusClass.
 	StatusByClass map[string]int64
+	// Unsettled counts the admission credits held: page, robots.txt and
+	// sitemap requests in flight plus responses not yet processed (see
+	// admission); UnsettledLimit is its bound now.
+	Unsettled, UnsettledLimit int64
 }
 
 // counters are the crawler's event counts.
@@ -396,6 +400,7 @@ type Crawler struct {
 	count   *counters
 
 	proc        chan procItem
+	credits     *admission
 	procPending atomic.Int64 // entries under c:p/ not yet deleted
 	running     atomic.Bool
 }
@@ -427,8 +432,9 @@ func New(db *badger.DB, cfg Config, sink Sink, log *slog.Logger) (*Crawler, erro
 	c := &Crawler{
 		db: db, cfg: cfg, sink: sink, log: log.With("component", "crawl"), clock: clock,
 		front: front, filter: filter, count: newCounters(),
-		dups: NewNearDupIndex(db, cfg.NearDupDistance),
-		proc: make(chan procItem, 2*cfg.ProcessWorkers),
+		dups:    NewNearDupIndex(db, cfg.NearDupDistance),
+		proc:    make(chan procItem, 2*cfg.ProcessWorkers),
+		credits: newAdmission(cfg.Workers, cfg.ProcessWorkers),
 	}
 	if err := c.loadRobots(); err != nil {
 		_ = front.close()
@@ -599,6 +605,8 @@ func (c *Crawler) Stats() Stats {
 	s.RobotsFetched = c.count.robotsFetched.Load()
 	s.RobotsDisallowed = c.count.robotsDisallowed.Load()
 	s.Processing = c.procPending.Load()
+	held, limit := c.credits.credits()
+	s.Unsettled, s.UnsettledLimit = int64(held), int64(limit)
 	s.FetchRate = c.count.rate.perSecond(now)
 	return s
 }

@@ -100,6 +100,19 @@
 // Workers URLs; which of them the server saw is unknowable). A clean stop
 // lets requests in flight finish (ShutdownGrace) and refetches nothing.
 //
+// A node that is killed for good loses more: its c:p/ entries, and pages
+// Store has not returned for (not yet replicated), so the replica that
+// takes its hosts over fetches them again. Admission (admission.go) keeps
+// that set small without slowing the crawl: a fetch worker takes a credit
+// before a host's slot, and the credit comes back when the slot ends
+// without a response to process or when its response has been processed.
+// The credits are bounded by Little's law from the mean fetch-stage and
+// processing times (enough requests in flight to keep processing busy,
+// plus one response waiting and one in processing per processing worker,
+// at most Workers): on a web slower than processing nothing changes, on
+// a fast one no response waits in a fetch worker's hands for room in the
+// processing queue.
+//
 // A timeout also buys the server at least as much rest as it made us wait,
 // so that its still-running handler never overlaps our next request.
 // The optional Sink method MayFetch(host) pauses a host (ownership moving):

@@ -70,6 +70,9 @@ var errAlreadyProcessed = errors.New("processing entry already processed")
 type procItem struct {
 	key   []byte
 	entry *procEntry // nil: load from Badger
+	// credit: the item holds its fetch's admission credit, given back
+	// once it is processed.
+	credit bool
 }
 
 func (c *Crawler) countProcessing() (int64, error) {
@@ -136,6 +139,13 @@ func (c *Crawler) processLoop(ctx context.Context) {
 // backoff; the entry stays in Badger throughout, so giving up at shutdown
 // loses nothing.
 func (c *Crawler) processWithRetry(ctx context.Context, it procItem) {
+	if it.credit {
+		start := time.Now() // real time: the mean is of real work
+		defer func() {
+			c.credits.observeProcess(time.Since(start))
+			c.credits.release()
+		}()
+	}
 	wait := 100 * time.Millisecond
 	for {
 		err := c.process(ctx, it)

@@ -26,13 +26,25 @@ type slotResult struct {
 	retryAfter time.Duration
 	// minWait extends the wait beyond politeness (robots retry backoff).
 	minWait time.Duration
+	// handed is set when the slot's response went to processing with the
+	// slot's admission credit; ready is when it was ready to go, before
+	// any wait for room in the processing queue.
+	handed bool
+	ready  time.Time
 }
 
-// fetchLoop takes due hosts from the schedule, one slot at a time.
+// fetchLoop takes due hosts from the schedule, one slot at a time, each
+// under an admission credit.
 func (c *Crawler) fetchLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		if err := c.credits.acquire(ctx); err != nil {
+			return
+		}
+		// Real time, not c.clock: the means are of real work.
+		took := time.Now()
 		h, wait := c.front.next(c.clock.Now())
 		if h == nil {
+			c.credits.release()
 			var timer <-chan time.Time
 			if wait >= 0 {
 				timer = c.clock.After(wait)
@@ -46,6 +58,12 @@ func (c *Crawler) fetchLoop(ctx context.Context) {
 			continue
 		}
 		r := c.slot(ctx, h)
+		if r.handed {
+			c.credits.observeFetch(r.ready.Sub(took), true)
+		} else {
+			c.credits.observeFetch(time.Since(took), false)
+			c.credits.release()
+		}
 		now := c.clock.Now()
 		c.front.release(h, now, r.outcome, r.resp, r.retryAfter, r.minWait)
 		if err := c.front.saveHost(h); err != nil {
@@ -162,6 +180,8 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 		c.front.countFetch(h)
 	}
 	status := resp.Status
+	var handed bool
+	var handedReady time.Time
 	switch {
 	case status == 429 || status == 503:
 		c.count.err("http_" + sclass)
@@ -216,8 +236,10 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 		})
 		if err == nil {
 			c.pendingAdd(1)
+			ready := time.Now()
 			select {
-			case c.proc <- procItem{key: key, entry: entry}:
+			case c.proc <- procItem{key: key, entry: entry, credit: true}:
+				handed, handedReady = true, ready
 			case <-ctx.Done(): // stays in c:p/, processed by the next Run
 			}
 		}
@@ -231,7 +253,7 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 	if status == 304 || resp.Skipped || status >= 400 {
 		c.noteFetched(q.host, q.rec.URL)
 	}
-	return slotResult{outcome: outcomeOK, resp: resp.Duration}
+	return slotResult{outcome: outcomeOK, resp: resp.Duration, handed: handed, ready: handedReady}
 }
 
 // robotsRecord persists a robots.txt response ("c:r/<host>") so that a
