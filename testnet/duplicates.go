@@ -88,11 +88,11 @@ func (k *killLog) list() []killRecord {
 // for the replica that would take its host over once Store returned: the
 // page has been parsed and stored, and the replica acknowledged it or the
 // group commit gave up waiting (node.ReplicaWaitMax, 0.5 s). The bound is
-// that wait plus 2.5 s for the responses ahead of it in the processing
-// queue: a fetch worker whose response finds the queue full holds it until
-// there is room, so up to Workers + 3 × ProcessWorkers responses (38 with
-// crawl.FastConfig) wait their turn, at 20–50 pages/s per node on a loaded
-// machine.
+// that wait plus 2.5 s for the responses ahead of it: the crawler's
+// admission credits keep the responses waiting for processing to a few
+// per processing worker, but on a machine loaded enough a page still takes
+// a second or more to parse and store, and the bound only has to be an
+// upper one (a duplicate it calls in flight is still counted).
 const settleBound = node.ReplicaWaitMax + 2500*time.Millisecond
 
 // duplicateClasses splits the duplicate fetches of a run.

@@ -437,13 +437,14 @@ func allowedAvoidable(cfg RunConfig, pages int) int {
 	return 0
 }
 
-// orphansPerKill is the most fetches one SIGKILL can orphan: a response on
-// the wire per fetch worker, which the node itself fetches again after its
-// restart, and, when the replica takes the node's hosts over before it is
-// back, also the responses fetched but not yet stored and replicated: one
-// held by each fetch worker waiting to hand it to processing, the
-// processing queue (2 per processing worker) and one being processed per
-// processing worker.
+// orphansPerKill bounds the fetches one SIGKILL can orphan: the requests
+// on the wire and the responses fetched but not yet stored and replicated
+// hold the crawler's admission credits, at most one per fetch worker (the
+// node itself fetches the first again after its restart; the replica that
+// takes its hosts over before it is back fetches both). The bound is
+// looser than that, twice the workers plus three per processing worker,
+// so that it also covers what the credits do not: the fetched marks of
+// failed fetches, replicated a moment after Store returns.
 func orphansPerKill(c crawl.Config) int {
 	return 2*c.Workers + 3*c.ProcessWorkers
 }
