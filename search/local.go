@@ -675,7 +675,8 @@ func (e *exec) excluded(d uint32) (bool, error) {
 }
 
 // evaluateRelaxed checks and scores doc d, which some term's cursor is on
-// and every other's is past or on; a doc with every term was run's.
+// and every other's is past or on, on a host nextAllowed accepted; a doc
+// with every term was run's.
 func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
 	all := true
 	for _, u := range e.units {
@@ -684,7 +685,7 @@ func (e *exec) evaluateRelaxed(d uint32, k int, h *hitHeap) error {
 			break
 		}
 	}
-	if all || !e.r.Live(d) || !e.hostAllowed(e.r.HostID(d)) {
+	if all || !e.r.Live(d) {
 		return nil
 	}
 	if excluded, err := e.excluded(d); excluded || err != nil {
@@ -768,9 +769,10 @@ func (e *exec) hostAllowed(hid uint32) bool {
 	return ok
 }
 
-// evaluate checks and scores doc d, on which every group has a cursor.
+// evaluate checks and scores doc d, on which every group has a cursor, on
+// a host nextAllowed accepted.
 func (e *exec) evaluate(d uint32, k int, h *hitHeap) error {
-	if !e.r.Live(d) || !e.hostAllowed(e.r.HostID(d)) {
+	if !e.r.Live(d) {
 		return nil
 	}
 	for gi := range e.groups {

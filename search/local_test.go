@@ -434,6 +434,11 @@ func topKEqualsExhaustive(t *testing.T, l *Local, p Params, queries []string, gl
 			if !full.TotalExact {
 				t.Fatalf("%q: exhaustive run pruned", qs)
 			}
+			for _, cand := range full.Candidates {
+				if c.filter != nil && !c.filter(cand.Host) {
+					t.Fatalf("%q: %s from a host the filter refuses", qs, cand.URL)
+				}
+			}
 			stats := g
 			if stats == nil {
 				stats = &full.Stats

@@ -612,7 +612,8 @@ func benchShardResult(terms []string) *ShardResult {
 }
 
 // BenchmarkShardWire encodes and decodes a shard's answer of 50 candidates
-// to a 3-term query, with version 4's JSON and with the binary wire.
+// to a 3-term query, with encoding/json and with the binary wire, so that
+// the two can be compared (benchstat -col /codec).
 func BenchmarkShardWire(b *testing.B) {
 	q, err := ParseQuery("distributed search engine", index.SharedAnalyzer())
 	if err != nil {
