@@ -116,8 +116,8 @@ type Index struct {
 	tails          *tailCache // flusher only (under flushMu)
 	forms          *formCache
 	summaries      *summaryCache // nil when off
-	docPool        sync.Pool // *docPostings scratch for analysis
-	recBufs        sync.Pool // *[]byte buffers for decompressing page records
+	docPool        sync.Pool     // *docPostings scratch for analysis
+	recBufs        sync.Pool     // *[]byte buffers for decompressing page records
 	// commitHook, when set (tests only), runs before each postings
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error
