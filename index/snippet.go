@@ -34,12 +34,22 @@ type occurrence struct {
 // Simplified (locate); only the chosen window is run through the analyzer,
 // which keeps snippets cheap on long pages.
 func Snippet(text string, terms []string, maxRunes int) string {
-	return snippet(text, terms, maxRunes, true)
+	return snippet(text, terms, maxRunes, true, scriptUnset)
 }
+
+// PageSnippet is Snippet of a stored page's text in the script it was
+// indexed in (Reader.Script), which spares telling the script from the
+// text again.
+func PageSnippet(text string, terms []string, maxRunes int, sc Script) string {
+	return snippet(text, terms, maxRunes, true, script(sc))
+}
+
+// scriptUnset asks snippet to tell the page's script from its text.
+const scriptUnset script = -1
 
 // snippet is Snippet; inPlace false always searches a lowercased copy (the
 // tests compare both ways).
-func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
+func snippet(text string, terms []string, maxRunes int, inPlace bool, page script) string {
 	if maxRunes <= 0 {
 		maxRunes = 160
 	}
@@ -48,7 +58,9 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
 	an := SharedAnalyzer()
-	page := an.pageScript("", text)
+	if page == scriptUnset {
+		page = an.pageScript("", text)
+	}
 	hanTerms := false
 	set := make(map[string]int, len(terms))
 	for i, t := range terms {
