@@ -107,14 +107,14 @@ func (s *NodeShards) Docs() []int64 {
 // Coordinators returns one coordinator per node, all ranking with p, that
 // reach each other through the shard wire in this process.
 func (s *NodeShards) Coordinators(p search.Params) []*search.Coordinator {
-	t := &shardsTransport{members: s.members, coords: map[string]*search.Coordinator{}}
+	t := &shardsTransport{members: s.members, ring: p2p.NewRing(s.members), coords: map[string]*search.Coordinator{}}
 	cfg := search.DefaultCoordinatorConfig()
 	cfg.Params = p
 	cfg.CacheEntries = 0
 	out := make([]*search.Coordinator, len(s.ixs))
 	for i, ix := range s.ixs {
 		self := s.members[i]
-		owns := func(host string) bool { return p2p.OwnerOf(s.members, host) == self }
+		owns := func(host string) bool { return t.ring.Owner(host) == self }
 		out[i] = search.NewCoordinator(search.NewLocal(ix, p), &memberTransport{shardsTransport: t, self: self}, cfg, owns)
 		t.coords[string(self)] = out[i]
 	}
@@ -156,6 +156,7 @@ func (s *NodeShards) Close() error {
 // process; it holds hosts as p2p does, by ownership.
 type shardsTransport struct {
 	members []peer.ID
+	ring    *p2p.Ring // of members: who owns what, asked as a node asks its view
 	coords  map[string]*search.Coordinator
 }
 
@@ -185,7 +186,7 @@ func (t *memberTransport) Request(ctx context.Context, member string, req []byte
 
 // Holds: a member answers for the hosts it owns.
 func (t *memberTransport) Holds(member, host string) bool {
-	return string(p2p.OwnerOf(t.members, host)) == member
+	return string(t.ring.Owner(host)) == member
 }
 
 // Diagnosis says why a judged query missed its answer.

@@ -134,6 +134,10 @@
 // rank, host and Chinese script (Reader.Script, about 50 bytes/doc), a tombstone bitset, per-host doc
 // counts and field length sums (statistics restricted to owned hosts in
 // O(hosts)), and the largest static rank (the engine's static bound).
+// Because a docID's record never changes, the summaries a query's
+// candidates need (URL, host, title, hashes) are kept in a cache that
+// nothing invalidates (summarycache.go, Options.SummaryCacheBytes, default
+// 4 MiB): a deleted doc's entry is only dropped to free it.
 //
 // # Postings
 //

@@ -55,17 +55,21 @@ type Options struct {
 	// backlog, at the crawl's rate): measured in BENCHMARKS.md,
 	// "Re-indexing from analysed forms".
 	FormCacheBytes int
+	// SummaryCacheBytes bounds the cache of documents' summaries (URL,
+	// host, title, hashes) that spares a query a Badger read per
+	// candidate (0 = default, negative = off).
+	SummaryCacheBytes int
 	// Analyzer turns text into terms (nil = LoadAnalyzer()). An index
 	// built with another analyzer version is re-indexed by Open.
 	Analyzer *Analyzer
 }
 
 // DefaultOptions suits a crawler node: flush every 2,000 pages or second,
-// or at 64 MiB of buffered postings; 16 MiB of tail-block cache; no
-// cache of analysed forms.
+// or at 64 MiB of buffered postings; 16 MiB of tail-block cache; 4 MiB
+// of summary cache; no cache of analysed forms.
 func DefaultOptions() Options {
 	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20,
-		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20, ReindexDelay: 30 * time.Second}
+		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20, SummaryCacheBytes: 4 << 20, ReindexDelay: 30 * time.Second}
 }
 
 // Stats describes the shard.
@@ -111,8 +115,9 @@ type Index struct {
 	splits         int        // flushes written in more than one Badger transaction
 	tails          *tailCache // flusher only (under flushMu)
 	forms          *formCache
-	docPool        sync.Pool // *docPostings scratch for analysis
-	recBufs        sync.Pool // *[]byte buffers for decompressing page records
+	summaries      *summaryCache // nil when off
+	docPool        sync.Pool     // *docPostings scratch for analysis
+	recBufs        sync.Pool     // *[]byte buffers for decompressing page records
 	// commitHook, when set (tests only), runs before each postings
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error
@@ -169,6 +174,9 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if opts.FlushBytes <= 0 {
 		opts.FlushBytes = def.FlushBytes
 	}
+	if opts.SummaryCacheBytes == 0 {
+		opts.SummaryCacheBytes = def.SummaryCacheBytes
+	}
 	if opts.TailCacheBytes == 0 {
 		opts.TailCacheBytes = def.TailCacheBytes
 	}
@@ -195,6 +203,9 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	if opts.FormCacheBytes > 0 {
 		ix.forms = newFormCache(opts.FormCacheBytes)
+	}
+	if opts.SummaryCacheBytes > 0 {
+		ix.summaries = newSummaryCache(opts.SummaryCacheBytes)
 	}
 	if err := ix.checkAnalyzer(); err != nil {
 		return nil, err
@@ -874,6 +885,9 @@ func (ix *Index) markDeleted(id uint32) {
 	}
 	ix.deleted[id/64].Or(1 << (id % 64)) // a pending doc's postings are dropped by the flush
 	ix.deletions.Add(1)
+	if ix.summaries != nil {
+		ix.summaries.drop(id)
+	}
 }
 
 // putLocked stores a page analysed with anchors. If the page's recorded

@@ -115,7 +115,8 @@ func (r *Reader) Record(id uint32) (*PageRecord, error) {
 }
 
 // Summary loads doc id's URL, host, title and hashes, without
-// decompressing the rest of its record.
+// decompressing the rest of its record. The summary is shared (the index
+// caches it): callers must not modify it.
 func (r *Reader) Summary(id uint32) (*Summary, error) {
 	return r.ix.summaryByID(r.txn, id)
 }

@@ -29,16 +29,27 @@ type occurrence struct {
 //
 // Finding candidate windows is a byte search for the terms: in the text
 // itself when every term is ASCII (matched ignoring ASCII case) or has no
-// case variants (Chinese words, numbers), otherwise in a lowercased copy;
-// only the chosen window is run through the analyzer, which keeps snippets
-// cheap on long pages.
+// case variants (Chinese words, numbers), otherwise in a lowercased copy,
+// and for Chinese terms in a Traditional page in the page folded to
+// Simplified (locate); only the chosen window is run through the analyzer,
+// which keeps snippets cheap on long pages.
 func Snippet(text string, terms []string, maxRunes int) string {
-	return snippet(text, terms, maxRunes, true)
+	return snippet(text, terms, maxRunes, true, scriptUnset)
 }
+
+// PageSnippet is Snippet of a stored page's text in the script it was
+// indexed in (Reader.Script), which spares telling the script from the
+// text again.
+func PageSnippet(text string, terms []string, maxRunes int, sc Script) string {
+	return snippet(text, terms, maxRunes, true, script(sc))
+}
+
+// scriptUnset asks snippet to tell the page's script from its text.
+const scriptUnset script = -1
 
 // snippet is Snippet; inPlace false always searches a lowercased copy (the
 // tests compare both ways).
-func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
+func snippet(text string, terms []string, maxRunes int, inPlace bool, page script) string {
 	if maxRunes <= 0 {
 		maxRunes = 160
 	}
@@ -47,7 +58,9 @@ func snippet(text string, terms []string, maxRunes int, inPlace bool) string {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
 	an := SharedAnalyzer()
-	page := an.pageScript("", text)
+	if page == scriptUnset {
+		page = an.pageScript("", text)
+	}
 	hanTerms := false
 	set := make(map[string]int, len(terms))
 	for i, t := range terms {
@@ -169,11 +182,50 @@ func allFound(occ []occurrence, set map[string]int) bool {
 	return len(seen) == len(set)
 }
 
-// locate appends to occ the tokens of text that are in set.
+// locate appends to occ where the terms of set occur in text once it is
+// normalised and folded to Simplified as run folds it for indexing (a
+// Traditional text also read in mainland vocabulary, as its alternatives
+// are indexed): a byte search of the folded text for each term, mapped
+// back to text's offsets, without segmenting the text.
 func (a *Analyzer) locate(text string, set map[string]int, page script, occ []occurrence) []occurrence {
-	for _, sp := range a.analyzeSpans(text, false, page) {
-		if ti, ok := set[sp.term]; ok {
-			occ = append(occ, occurrence{start: sp.start, end: sp.end, term: ti})
+	s, src, hasHan := normalize(text, true)
+	readings := [][]int32{src}
+	folded := []string{s}
+	if hasHan && a.fold != nil {
+		sc := a.fold.scriptOf(text)
+		if sc == scriptUnknown {
+			sc = page
+		}
+		folded[0], readings[0] = a.fold.fold(s, src, sc)
+		if sc == scriptTraditional {
+			v, vsrc := a.fold.vocabulary.apply(folded[0], readings[0])
+			if v != folded[0] {
+				folded, readings = append(folded, v), append(readings, vsrc)
+			}
+		}
+	}
+	seen := map[[2]int]bool{}
+	for k, f := range folded {
+		at := readings[k]
+		for term, ti := range set {
+			term = stemPrefix(term)
+			for off, n := 0, 0; n < maxOccurrences; n++ {
+				i := strings.Index(f[off:], term)
+				if i < 0 {
+					break
+				}
+				i += off
+				off = i + len(term)
+				start, end := int(at[i]), int(at[off])
+				if end <= start { // inside one folded character
+					_, sz := utf8.DecodeRuneInString(text[start:])
+					end = start + sz
+				}
+				if !seen[[2]int{start, ti}] {
+					seen[[2]int{start, ti}] = true
+					occ = append(occ, occurrence{start: start, end: end, term: ti})
+				}
+			}
 		}
 	}
 	return occ

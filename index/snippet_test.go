@@ -203,7 +203,7 @@ func TestSnippetInPlaceMatchesLowercasedCopy(t *testing.T) {
 		}
 		text := sb.String()
 		terms := []string{syn.EnWord(), syn.ZhWord(), "quick", "brown", "2026"}[:1+i%5]
-		if got, want := snippet(text, terms, 80+i%100, true), snippet(text, terms, 80+i%100, false); got != want {
+		if got, want := snippet(text, terms, 80+i%100, true, scriptUnset), snippet(text, terms, 80+i%100, false, scriptUnset); got != want {
 			t.Fatalf("terms %q: in place %q, lowercased copy %q", terms, got, want)
 		}
 	}
@@ -224,7 +224,7 @@ func FuzzSnippet(f *testing.F) {
 		// searched in place gives the copy's snippet.
 		low := strings.ToLower(term)
 		if l, ok := toLowerFast(text); ok && len(l) == len(text) && isLowerASCII(low) && !strings.ContainsAny(text, "\u212a\u017f\u0130") {
-			if a, b := snippet(text, []string{low}, maxRunes%500, true), snippet(text, []string{low}, maxRunes%500, false); a != b {
+			if a, b := snippet(text, []string{low}, maxRunes%500, true, scriptUnset), snippet(text, []string{low}, maxRunes%500, false, scriptUnset); a != b {
 				t.Fatalf("in place %q, lowercased copy %q", a, b)
 			}
 		}

@@ -87,7 +87,14 @@ func (ix *Index) decodeStored(v []byte, d *Document) error {
 }
 
 // summaryByID reads doc id's summary, decompressing only a legacy record.
+// The summary may be shared with other callers (the summary cache): it
+// must not be modified.
 func (ix *Index) summaryByID(txn *badger.Txn, id uint32) (*Summary, error) {
+	if ix.summaries != nil {
+		if s, ok := ix.summaries.get(id); ok {
+			return s, nil
+		}
+	}
 	item, err := txn.Get(docKey(prefixDoc, id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, ErrNotFound
@@ -113,6 +120,9 @@ func (ix *Index) summaryByID(txn *badger.Txn, id uint32) (*Summary, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("doc %d: %w", id, err)
+	}
+	if ix.summaries != nil {
+		ix.summaries.put(id, s)
 	}
 	return s, nil
 }

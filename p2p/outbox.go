@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,15 @@ type OutboxTopic struct {
 // big-endian>" -> one record. seq is global and monotonic, restored from
 // the largest key at start, so each queue drains in order. URL records
 // of an earlier version ("p:o/<peer>/<seq>") are moved in at start.
+//
+// Delivered records leave deletion markers that Badger keeps until a
+// compaction, and an iterator walks over every one of them: a read from
+// the start of a queue would cost more with every record the queue ever
+// held. So each queue has a front, below which every record is deleted,
+// and reads seek to it. A read moves the front up to the first record it
+// found, but never past an Append in progress (its records may commit
+// below the first record found), and not at all when an Append of the
+// queue completed while it read (see read).
 type Outbox struct {
 	n *Node
 
@@ -64,6 +74,12 @@ type Outbox struct {
 	inflight map[queue]context.CancelFunc
 	count    map[queue]int // records in each queue
 	seq      atomic.Uint64
+	// front[q]: every record of q below this seq is deleted.
+	front map[queue]uint64
+	// appending[q] holds the first seqs of q's Appends in progress (a
+	// multiset); appended[q] counts q's completed Appends.
+	appending map[queue]map[uint64]int
+	appended  map[queue]uint64
 }
 
 // queue is the records of one topic for one peer.
@@ -106,6 +122,7 @@ func newOutbox(n *Node) *Outbox {
 	return &Outbox{
 		n: n, topics: map[string]OutboxTopic{}, senders: map[queue]*senderSignals{},
 		inflight: map[queue]context.CancelFunc{}, count: map[queue]int{},
+		front: map[queue]uint64{}, appending: map[queue]map[uint64]int{}, appended: map[queue]uint64{},
 	}
 }
 
@@ -242,20 +259,32 @@ func (o *Outbox) Append(to peer.ID, topic string, recs [][]byte, urgent bool) (l
 		return 0, fmt.Errorf("p2p: outbox %s of %s: %w (%d records)", topic, to, errOutboxFull, o.n.cfg.MaxOutboxPerPeer)
 	}
 	o.count[q] += len(recs)
+	last = o.seq.Add(uint64(len(recs)))
+	first := last - uint64(len(recs)) + 1
+	if o.appending[q] == nil {
+		o.appending[q] = map[uint64]int{}
+	}
+	o.appending[q][first]++
 	o.mu.Unlock()
 	written := false
 	defer func() {
+		o.mu.Lock()
 		if !written {
-			o.mu.Lock()
 			o.count[q] -= len(recs)
-			o.mu.Unlock()
 		}
+		if o.appending[q][first]--; o.appending[q][first] == 0 {
+			delete(o.appending[q], first)
+		}
+		if len(o.appending[q]) == 0 {
+			delete(o.appending, q)
+		}
+		o.appended[q]++
+		o.mu.Unlock()
 	}()
 	txn := o.n.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	for _, r := range recs {
-		last = o.seq.Add(1)
-		k := recordKey(q, last)
+	for i, r := range recs {
+		k := recordKey(q, first+uint64(i))
 		err := txn.Set(k, r)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = txn.Commit(); err != nil {
@@ -379,7 +408,7 @@ func (o *Outbox) wakePeer(p peer.ID, abort bool) {
 }
 
 func (o *Outbox) notify(q queue, ch func(*senderSignals) chan struct{}) {
-	if q.peer == o.n.h.ID() {
+	if o.n.closed.Load() || q.peer == o.n.h.ID() {
 		return
 	}
 	o.mu.Lock()
@@ -421,14 +450,27 @@ type outboxEntry struct {
 }
 
 // read returns up to limit of the oldest records of q, and at most about
-// budget bytes of them (one at least).
+// budget bytes of them (one at least), seeking to q's front, which it
+// then moves to the first record found. That is safe when no Append of q
+// completed between the check before the read and the one after: every
+// Append then either committed before the read's snapshot (its records
+// are seen), or was in progress at the first check (the front stays at or
+// below its first seq), or took its seqs after the first check, above
+// every record committed by then.
 func (o *Outbox) read(q queue, limit, budget int) ([]outboxEntry, error) {
+	o.mu.Lock()
+	from, appended := o.front[q], o.appended[q]
+	bound := uint64(math.MaxUint64)
+	for first := range o.appending[q] {
+		bound = min(bound, first)
+	}
+	o.mu.Unlock()
 	var out []outboxEntry
 	err := o.n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(q), PrefetchValues: true, PrefetchSize: 256})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(q), PrefetchValues: true, PrefetchSize: min(limit, 256)})
 		defer it.Close()
 		size := 0
-		for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
+		for it.Seek(recordKey(q, from)); it.Valid() && len(out) < limit; it.Next() {
 			item := it.Item()
 			v, err := item.ValueCopy(nil)
 			if err != nil {
@@ -445,6 +487,13 @@ func (o *Outbox) read(q queue, limit, budget int) ([]outboxEntry, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("p2p: read outbox: %w", err)
+	}
+	if len(out) > 0 {
+		o.mu.Lock()
+		if o.appended[q] == appended {
+			o.front[q] = max(o.front[q], min(out[0].seq, bound))
+		}
+		o.mu.Unlock()
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -138,6 +139,34 @@ type Ring struct {
 	// the owner's peer ID.
 	points []uint64
 	owner  []uint32
+	// owners remembers recent hosts' owners: a search asks who owns each
+	// host of the shard for every query, and hashing a host costs more
+	// than the rest of the lookup.
+	owners ownerMemo
+}
+
+// ownerMemoSlots is the size of a ring's direct-mapped memo of owners: a
+// bounded few hundred KiB however many hosts are asked about (a crawler
+// asks about every host it links to).
+const ownerMemoSlots = 4096
+
+// ownerMemo maps a host, by a hash of its name, to one slot holding the
+// last host that hashed there and its owner; a collision only costs a
+// miss, since the slot's host is compared.
+type ownerMemo [ownerMemoSlots]atomic.Pointer[memoEntry]
+
+type memoEntry struct {
+	host  string
+	owner uint32 // index into Ring.ids
+}
+
+// slot is where host is remembered (FNV-1a of its name).
+func (m *ownerMemo) slot(host string) *atomic.Pointer[memoEntry] {
+	h := uint32(2166136261)
+	for i := 0; i < len(host); i++ {
+		h = (h ^ uint32(host[i])) * 16777619
+	}
+	return &m[h%ownerMemoSlots]
 }
 
 // NewRing builds the ring of members (duplicates and "" dropped).
@@ -195,10 +224,17 @@ func (r *Ring) Members() []peer.ID {
 
 // Owner is OwnerOf(members, host) for the ring's members.
 func (r *Ring) Owner(host string) peer.ID {
-	if o := r.closest(HostKey(host).ringPoint(), 1, ""); len(o) > 0 {
-		return o[0]
+	if r == nil || len(r.points) == 0 {
+		return ""
 	}
-	return ""
+	slot := r.owners.slot(host)
+	if e := slot.Load(); e != nil && e.host == host {
+		return r.ids[e.owner]
+	}
+	at := HostKey(host).ringPoint()
+	i := sort.Search(len(r.points), func(i int) bool { return r.points[i] >= at }) % len(r.points)
+	slot.Store(&memoEntry{host: strings.Clone(host), owner: r.owner[i]})
+	return r.ids[r.owner[i]]
 }
 
 // Replicas is ReplicasOf(members, host, k) for the ring's members.

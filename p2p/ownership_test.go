@@ -411,3 +411,35 @@ func TestOwnershipSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestRingOwnerMemo: the ring remembers owners in a few thousand slots;
+// asking about more hosts than slots, twice and in another order, answers
+// what the walk answers every time (a slot shared by two hosts is a miss,
+// never the other host's owner).
+func TestRingOwnerMemo(t *testing.T) {
+	members := namedPeers("memo-", 16)
+	r := NewRing(members)
+	hosts := make([]string, 3*ownerMemoSlots)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("site-%d.test", i)
+	}
+	want := make(map[string]peer.ID, len(hosts))
+	for _, h := range hosts {
+		want[h] = r.closest(HostKey(h).ringPoint(), 1, "")[0]
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for pass := range 3 {
+		for _, i := range rng.Perm(len(hosts)) {
+			if got := r.Owner(hosts[i]); got != want[hosts[i]] {
+				t.Fatalf("pass %d: Owner(%s) = %s, want %s", pass, hosts[i], got, want[hosts[i]])
+			}
+		}
+	}
+	if r.Owner("") != r.closest(HostKey("").ringPoint(), 1, "")[0] {
+		t.Fatal("the empty host has an owner like any other")
+	}
+	var empty *Ring
+	if empty.Owner("a.test") != "" || (&Ring{}).Owner("a.test") != "" {
+		t.Fatal("a ring without members owns nothing")
+	}
+}

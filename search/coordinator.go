@@ -543,14 +543,22 @@ func candidatePlaces(c *Candidate, terms []string) []int8 {
 	return termPlaces(tfs)
 }
 
-// highlightResults turns every snippet on the page into plain text and
-// marks the query terms in it. Every shard's snippet is taken as text, this
-// node's own included, so no shard's markup ever reaches a result.
+// highlightResults turns every snippet on the page into plain text with
+// the shard's marks as highlights (readSnippet). Every shard's snippet is
+// taken as text, this node's own included, so no shard's markup ever
+// reaches a result.
 func highlightResults(q *Query, results []Result) {
 	terms := q.Terms()
 	for i := range results {
-		results[i].Snippet = plainSnippet(results[i].Snippet)
-		results[i].Highlights = highlightRunes(results[i].Snippet, terms)
+		var marks [][2]int
+		results[i].Snippet, marks = readSnippet(results[i].Snippet)
+		if len(marks) == 0 {
+			// A snippet the shard marked nothing in (a match in the title
+			// or URL only, or a shard that does not mark) gets this
+			// node's own highlights.
+			marks = highlightRunes(results[i].Snippet, terms)
+		}
+		results[i].Highlights = marks
 	}
 }
 

@@ -9,32 +9,78 @@ import (
 	"sou/index"
 )
 
-// plainSnippet reads a shard's snippet as text. An honest shard sends
-// index.Snippet's output, HTML-escaped text with <b> around matches: those
-// two tags are dropped and the entities decoded. Anything else a peer put
-// there, markup included, is kept as the literal text it now is. Control
-// and bidirectional-override characters are dropped, whitespace runs become
-// one space, invalid UTF-8 becomes U+FFFD.
+// plainSnippet reads a shard's snippet as text (readSnippet's text).
 func plainSnippet(s string) string {
-	s = strings.NewReplacer("<b>", "", "</b>", "").Replace(s)
-	s = html.UnescapeString(strings.ToValidUTF8(s, "\uFFFD"))
+	text, _ := readSnippet(s)
+	return text
+}
+
+// readSnippet reads a shard's snippet as text and returns the stretches
+// the shard marked as matches. An honest shard sends index.Snippet's
+// output, HTML-escaped text with <b> around matches: those two tags become
+// code-point ranges of the text and the entities are decoded. Anything
+// else a peer put there, markup included, is kept as the literal text it
+// now is. Control and bidirectional-override characters are dropped,
+// whitespace runs become one space, invalid UTF-8 becomes U+FFFD. Marks
+// are data, never markup: a shard can only choose which of its own words
+// are shown as matches, as it chooses the snippet's words.
+func readSnippet(s string) (text string, marks [][2]int) {
 	var b strings.Builder
 	b.Grow(len(s))
-	space := false
-	for _, r := range s {
-		switch {
-		case unicode.IsSpace(r):
-			space = b.Len() > 0
-		case unicode.IsControl(r) || isBidiControl(r):
-		default:
-			if space {
-				b.WriteByte(' ')
-				space = false
+	runes, space, bold, start := 0, false, false, -1
+	for s != "" {
+		seg, tag := nextTag(s)
+		s = s[len(seg)+len(tag):]
+		for _, r := range html.UnescapeString(strings.ToValidUTF8(seg, "\uFFFD")) {
+			switch {
+			case unicode.IsSpace(r):
+				space = b.Len() > 0
+			case unicode.IsControl(r) || isBidiControl(r):
+			default:
+				if space {
+					b.WriteByte(' ')
+					runes++
+					space = false
+				}
+				if bold && start < 0 {
+					start = runes
+				}
+				b.WriteRune(r)
+				runes++
 			}
-			b.WriteRune(r)
+		}
+		switch {
+		case tag == "<b>" && !bold:
+			bold, start = true, -1
+		case tag == "</b>" && bold:
+			if start >= 0 {
+				if n := len(marks); n > 0 && marks[n-1][1] == start {
+					marks[n-1][1] = runes
+				} else {
+					marks = append(marks, [2]int{start, runes})
+				}
+			}
+			bold = false
 		}
 	}
-	return b.String()
+	return b.String(), marks
+}
+
+// nextTag splits s at its first <b> or </b>: the text before it and the
+// tag ("" when there is none), in one pass over s.
+func nextTag(s string) (before, tag string) {
+	for i := 0; ; i++ {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 {
+			return s, ""
+		}
+		i += j
+		for _, t := range [...]string{"<b>", "</b>"} {
+			if strings.HasPrefix(s[i:], t) {
+				return s[:i], t
+			}
+		}
+	}
 }
 
 // isBidiControl reports the embedding, override and isolate controls, which

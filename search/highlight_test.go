@@ -130,3 +130,60 @@ func TestHighlightRunes(t *testing.T) {
 		t.Errorf("parts %+v", parts)
 	}
 }
+
+func TestReadSnippet(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		text  string
+		marks [][2]int
+	}{
+		{"honest snippet", "…the <b>harbour</b> &amp; the <b>港口</b> of &lt;city&gt;…", "…the harbour & the 港口 of <city>…", [][2]int{{5, 12}, {19, 21}}},
+		{"touching marks merged", "<b>港</b><b>口</b> x", "港口 x", [][2]int{{0, 2}}},
+		{"space inside a mark collapsed", "a <b> big\t\tharbour </b> b", "a big harbour b", [][2]int{{2, 13}}},
+		{"entity inside a mark", "x <b>&amp;</b> y", "x & y", [][2]int{{2, 3}}},
+		{"empty mark", "a <b></b>b", "a b", nil},
+		{"mark of control characters only", "a <b>\x1b\u202e</b>b", "a b", nil},
+		{"unclosed mark dropped", "a <b>harbour", "a harbour", nil},
+		{"stray close ignored", "a</b> <b>b</b>", "a b", [][2]int{{2, 3}}},
+		{"nested open ignored", "<b>a<b>b</b>c", "abc", [][2]int{{0, 2}}},
+		{"escaped tags are text", "&lt;b&gt;a&lt;/b&gt;", "<b>a</b>", nil},
+		{"a tag split by a tag", "<<b>b>x</b>", "<b>x", [][2]int{{1, 4}}},
+		{"markup stays text", `<form action=/x><b>hi</b></form>`, `<form action=/x>hi</form>`, [][2]int{{16, 18}}},
+		{"many tags", strings.Repeat("<b>a</b> ", 3), "a a a", [][2]int{{0, 1}, {2, 3}, {4, 5}}},
+		{"empty", "", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			text, marks := readSnippet(tc.in)
+			if text != tc.text || !slices.Equal(marks, tc.marks) {
+				t.Errorf("readSnippet(%q) = %q %v, want %q %v", tc.in, text, marks, tc.text, tc.marks)
+			}
+		})
+	}
+}
+
+// TestSnippetMarksAreHighlights: the marks of an honest shard's snippet
+// are the highlights the coordinator would find in its text itself, so
+// taking them spares the coordinator analysing every snippet again.
+func TestSnippetMarksAreHighlights(t *testing.T) {
+	tests := []struct {
+		text  string
+		terms []string
+	}{
+		{"The harbour master keeps the harbours of the city open; a harbour is a port.", []string{"harbour", "citi"}},
+		{"Setting up the printer: open Tools, then Options, then set the printer's paper size.", []string{"printer", "paper"}},
+		{"在文档中插入图表。图表可以显示数据的统计信息，也可以修改图表的类型。", []string{"图表", "数据"}},
+		{"Use the 函数 wizard to insert a function into the spreadsheet cell.", []string{"函数", "function"}},
+	}
+	for _, tc := range tests {
+		snip := index.Snippet(tc.text, tc.terms, 60)
+		text, marks := readSnippet(snip)
+		if len(marks) == 0 {
+			t.Fatalf("%q: no marks in the snippet %q", tc.text, snip)
+		}
+		if want := highlightRunes(text, tc.terms); !slices.Equal(marks, want) {
+			t.Errorf("%q: marks %v, the coordinator's own highlights %v (text %q)", snip, marks, want, text)
+		}
+	}
+}

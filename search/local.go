@@ -311,7 +311,7 @@ func (l *Local) SearchSnippets(ctx context.Context, q *Query, k, snippetTop int,
 		}
 		c.Prox = ht.prox
 		if withSnippet {
-			c.Snippet = l.snippet(rec, snippetTerms(e.terms, termPlaces(ht.tfs), rec))
+			c.Snippet = l.snippet(rec, snippetTerms(e.terms, termPlaces(ht.tfs), rec), r.Script(ht.doc))
 		} else {
 			c.NoSnippet = true
 		}
@@ -358,12 +358,12 @@ func snippetTerms(terms []string, places []int8, rec *index.PageRecord) []string
 	return out
 }
 
-func (l *Local) snippet(rec *index.PageRecord, terms []string) string {
+func (l *Local) snippet(rec *index.PageRecord, terms []string, sc index.Script) string {
 	body := rec.Body
 	if len(rec.Headings) > 0 && len(body) < 200 {
 		body = body + " " + rec.Headings[0]
 	}
-	return index.Snippet(body, terms, l.SnippetRunes)
+	return index.PageSnippet(body, terms, l.SnippetRunes, sc)
 }
 
 // Snippets returns q's snippets of the pages at urls that this shard holds
@@ -401,7 +401,7 @@ func (l *Local) Snippets(ctx context.Context, q *Query, urls []string, places []
 		if hostFilter != nil && !hostFilter(rec.Host) {
 			continue
 		}
-		out[u] = l.snippet(rec, snippetTerms(terms, places[i], rec))
+		out[u] = l.snippet(rec, snippetTerms(terms, places[i], rec), r.Script(rec.DocID))
 	}
 	return out, nil
 }
