@@ -635,9 +635,12 @@ func networkReport(sts []*node.Status) *NetworkReport {
 // node returns the same top 10.
 func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, seed int64, view *honestView) (*SearchReport, error) {
 	queries := querySet(truth, n, seed)
-	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true, view: view}
+	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true, view: view, nodeOf: map[string]int{}}
 	var lat []float64
 	var mu sync.Mutex
+	for _, p := range l.all() {
+		sr.nodeOf[p.PeerID] = p.Index
+	}
 	nodes := l.live()
 	for _, q := range queries {
 		var tops [][]string
@@ -653,6 +656,7 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 			lat = append(lat, ms)
 			mu.Unlock()
 			sr.noteLatency(q, p.Index, ms, &resp)
+			sr.noteCoverage(q, p.Index, &resp)
 			tops = append(tops, sr.observe(&resp))
 		}
 		sr.compareTops(tops)
