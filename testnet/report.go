@@ -197,6 +197,18 @@ type MissingShard struct {
 	search.ShardStatus
 	// Node is the run's node with that peer ID, when it is one.
 	Node *int `json:"node,omitempty"`
+	// Refusals are that node's counts, read just after the search, of
+	// what its p2p layer refuses by its own rules (p2p.Stats): which one
+	// moved says why a request to it failed.
+	Refusals *Refusals `json:"refusals,omitempty"`
+}
+
+// Refusals are a node's p2p refusal counts (p2p.Stats).
+type Refusals struct {
+	NonMemberStreams  uint64 `json:"non_member_streams"`
+	StreamsRefused    uint64 `json:"streams_refused"`
+	ThrottledMessages uint64 `json:"throttled_messages"`
+	SearchesRefused   uint64 `json:"searches_refused"`
 }
 
 // incompleteKept bounds SearchReport.Incomplete.
@@ -204,7 +216,7 @@ const incompleteKept = 20
 
 // noteCoverage keeps the search in Incomplete if a shard that counts did
 // not answer it.
-func (sr *SearchReport) noteCoverage(query string, node int, resp *search.Response) {
+func (sr *SearchReport) noteCoverage(query string, node int, resp *search.Response) (kept *IncompleteSearch) {
 	var missing []MissingShard
 	asked := 0
 	for _, sh := range resp.Coverage.Shards {
@@ -222,14 +234,16 @@ func (sr *SearchReport) noteCoverage(query string, node int, resp *search.Respon
 		missing = append(missing, m)
 	}
 	if len(missing) == 0 {
-		return
+		return nil
 	}
 	sr.IncompleteCount++
-	if len(sr.Incomplete) < incompleteKept {
-		sr.Incomplete = append(sr.Incomplete, IncompleteSearch{
-			Query: query, Node: node, Coverage: round3(float64(asked-len(missing)) / float64(asked)), Missing: missing,
-		})
+	if len(sr.Incomplete) == incompleteKept {
+		return nil
 	}
+	sr.Incomplete = append(sr.Incomplete, IncompleteSearch{
+		Query: query, Node: node, Coverage: round3(float64(asked-len(missing)) / float64(asked)), Missing: missing,
+	})
+	return &sr.Incomplete[len(sr.Incomplete)-1]
 }
 
 // slowestKept is how many searches SearchReport.Slowest keeps.

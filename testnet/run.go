@@ -656,7 +656,9 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 			lat = append(lat, ms)
 			mu.Unlock()
 			sr.noteLatency(q, p.Index, ms, &resp)
-			sr.noteCoverage(q, p.Index, &resp)
+			if inc := sr.noteCoverage(q, p.Index, &resp); inc != nil {
+				noteRefusals(ctx, l, inc)
+			}
 			tops = append(tops, sr.observe(&resp))
 		}
 		sr.compareTops(tops)
@@ -665,6 +667,24 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 	sr.LatenciesMS = lat
 	sr.P50MS, sr.P95MS, sr.P99MS = percentile(lat, .50), percentile(lat, .95), percentile(lat, .99)
 	return sr, nil
+}
+
+// noteRefusals adds to each missing shard of a live node its refusal
+// counts now.
+func noteRefusals(ctx context.Context, l *launcher, inc *IncompleteSearch) {
+	for i, m := range inc.Missing {
+		if m.Node == nil || *m.Node >= len(l.all()) {
+			continue
+		}
+		st, err := l.all()[*m.Node].status(ctx)
+		if err != nil {
+			continue
+		}
+		inc.Missing[i].Refusals = &Refusals{
+			NonMemberStreams: st.P2P.NonMemberStreams, StreamsRefused: st.P2P.StreamsRefused,
+			ThrottledMessages: st.P2P.ThrottledMessages, SearchesRefused: st.P2P.SearchesRefused,
+		}
+	}
 }
 
 // querySet draws n queries from the titles of indexable required pages:
