@@ -326,14 +326,14 @@ type Stats struct {
 
 // BusyHost is a host that keeps the crawler from being idle.
 type BusyHost struct {
-	Host     string `json:"host"`
-	Queued   int64  `json:"queued"`
-	InFlight bool   `json:"in_flight,omitempty"`
+	Host     string
+	Queued   int64
+	InFlight bool
 	// Gated: its last slot found the Sink's MayFetch false (the node
 	// holds it back while its ownership moves), and it is asked again.
-	Gated bool `json:"gated,omitempty"`
+	Gated bool
 	// ReadyAt is when its next slot is due (past: due now).
-	ReadyAt time.Time `json:"ready_at"`
+	ReadyAt time.Time
 }
 
 // busyListed bounds Stats.Busy.
