@@ -317,7 +317,27 @@ type Stats struct {
 	// sitemap requests in flight plus responses not yet processed (see
 	// admission); UnsettledLimit is its bound now.
 	Unsettled, UnsettledLimit int64
+	// SoonDue counts the hosts with queued URLs due within IdleHorizon
+	// (Idle is false while there is one); Busy names up to busyListed of
+	// the hosts in flight or soon due, to tell why a crawl is not idle.
+	SoonDue int64
+	Busy    []BusyHost `json:",omitempty"`
 }
+
+// BusyHost is a host that keeps the crawler from being idle.
+type BusyHost struct {
+	Host     string
+	Queued   int64
+	InFlight bool
+	// Gated: its last slot found the Sink's MayFetch false (the node
+	// holds it back while its ownership moves), and it is asked again.
+	Gated bool
+	// ReadyAt is when its next slot is due (past: due now).
+	ReadyAt time.Time
+}
+
+// busyListed bounds Stats.Busy.
+const busyListed = 5
 
 // counters are the crawler's event counts.
 type counters struct {
@@ -587,7 +607,7 @@ func (c *Crawler) addChunked(items []addItem, extra func(txn *badger.Txn) error,
 // Stats returns a snapshot of the counters.
 func (c *Crawler) Stats() Stats {
 	now := c.clock.Now()
-	fc := c.front.counts(now, c.cfg.IdleHorizon)
+	fc := c.front.counts(now, c.cfg.IdleHorizon, busyListed)
 	c.count.mu.Lock()
 	s := Stats{
 		ErrorsByClass: copyCounts(c.count.errors),
@@ -597,6 +617,7 @@ func (c *Crawler) Stats() Stats {
 	c.count.mu.Unlock()
 	s.Frontier, s.Hosts, s.ActiveHosts = fc.Queued, fc.Hosts, fc.Active
 	s.InFlight, s.Parked, s.SkippedHosts, s.ExhaustedHosts = fc.InFlight, fc.Parked, fc.Skipped, fc.Exhausted
+	s.SoonDue, s.Busy = fc.SoonDue, fc.Busy
 	s.Fetched = c.count.fetched.Load()
 	s.ScriptsFetched = c.count.scriptsFetched.Load()
 	s.Stored = c.count.stored.Load()
@@ -622,7 +643,7 @@ func (c *Crawler) Idle() bool {
 	if c.procPending.Load() > 0 {
 		return false
 	}
-	fc := c.front.counts(c.clock.Now(), c.cfg.IdleHorizon)
+	fc := c.front.counts(c.clock.Now(), c.cfg.IdleHorizon, 0)
 	if fc.InFlight != 0 || fc.SoonDue != 0 || c.procPending.Load() > 0 {
 		return false
 	}

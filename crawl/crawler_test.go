@@ -563,6 +563,11 @@ func TestMayFetchPausesHost(t *testing.T) {
 	if c.Idle() || c.Stats().Frontier == 0 {
 		t.Fatalf("paused host's entries are gone or the crawler claims to be idle: %+v", c.Stats())
 	}
+	// Stats says why it is not idle: the paused host, held back.
+	st := c.Stats()
+	if st.SoonDue != 1 || len(st.Busy) != 1 || st.Busy[0].Host != web.hostName(1) || !st.Busy[0].Gated || st.Busy[0].Queued == 0 {
+		t.Fatalf("busy hosts = %d %+v, want the paused host %s, gated, with its queue", st.SoonDue, st.Busy, web.hostName(1))
+	}
 	sink.paused.Store(web.hostName(1), false)
 	for !(hostDone(1) && c.Idle()) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -571,6 +576,9 @@ func TestMayFetchPausesHost(t *testing.T) {
 	<-done
 	if !hostDone(1) {
 		t.Fatalf("released host not crawled: %+v", c.Stats())
+	}
+	if st := c.Stats(); st.SoonDue != 0 || len(st.Busy) != 0 {
+		t.Fatalf("idle crawler lists busy hosts: %d %+v", st.SoonDue, st.Busy)
 	}
 }
 

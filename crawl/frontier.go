@@ -419,6 +419,7 @@ func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, re
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cfg.release(h, now, o, resp, retryAfter)
+	h.gated = o == outcomeGated
 	if t := now.Add(minWait).UnixNano(); minWait > 0 && t > h.rec.NextAllowed {
 		h.rec.NextAllowed = t
 	}
@@ -837,9 +838,12 @@ type frontierCounts struct {
 	// SoonDue: hosts with queued work whose timer expires before the horizon
 	// (parked hosts never count: they are presumed dead until they answer).
 	SoonDue int64
+	// Busy lists up to the busy argument of counts of the hosts that keep
+	// the crawler from being idle: in flight first, then the soonest due.
+	Busy []BusyHost
 }
 
-func (f *frontier) counts(now time.Time, horizon time.Duration) frontierCounts {
+func (f *frontier) counts(now time.Time, horizon time.Duration, busy int) frontierCounts {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := frontierCounts{Queued: f.queued, Hosts: int64(len(f.hosts)), InFlight: int64(f.flying)}
@@ -857,9 +861,25 @@ func (f *frontier) counts(now time.Time, horizon time.Duration) frontierCounts {
 		if f.exhausted(h) && h.queued > 0 {
 			c.Exhausted++
 		}
-		if f.schedulable(h) && !h.parked(now) && h.readyAt().UnixNano() <= limit {
+		soon := f.schedulable(h) && !h.parked(now) && h.readyAt().UnixNano() <= limit
+		if soon {
 			c.SoonDue++
 		}
+		if busy > 0 && (soon || h.inFlight) {
+			c.Busy = append(c.Busy, BusyHost{Host: h.key, Queued: h.queued, InFlight: h.inFlight, Gated: h.gated, ReadyAt: h.readyAt()})
+		}
+	}
+	slices.SortFunc(c.Busy, func(a, b BusyHost) int {
+		if a.InFlight != b.InFlight {
+			if a.InFlight {
+				return -1
+			}
+			return 1
+		}
+		return a.ReadyAt.Compare(b.ReadyAt)
+	})
+	if len(c.Busy) > busy {
+		c.Busy = c.Busy[:busy]
 	}
 	return c
 }

@@ -128,6 +128,7 @@ type hostState struct {
 	sitemaps      []string // same-host sitemap URLs still to fetch in this host's slot
 	sitemapBudget int      // sitemaps accepted so far (MaxSitemapsPerHost)
 	skip          bool     // Crawl-delay past the cap with CrawlDelaySkip
+	gated         bool     // the last slot found Sink's MayFetch false
 }
 
 func (h *hostState) readyAt() time.Time {
@@ -184,6 +185,7 @@ const (
 	outcomeTimeout                     // connect/first-byte/total timeout
 	outcomeError                       // other transport failure
 	outcomeNone                        // no request was made (slot released unused)
+	outcomeGated                       // no request: Sink's MayFetch said no
 )
 
 // release computes the host's next allowed time after a request finished at
@@ -230,7 +232,7 @@ func (p PolitenessConfig) release(h *hostState, now time.Time, o fetchOutcome, r
 		}
 	case outcomeError:
 		wait = max(p.ErrorDelay, p.delayAfter(h, 0))
-	case outcomeNone:
+	case outcomeNone, outcomeGated:
 		// The slot was not used: the previous NextAllowed still holds.
 		return
 	}

@@ -183,7 +183,7 @@ func TestCrawlDelayPolicy(t *testing.T) {
 			f.release(h, clock.Now(), outcomeOK, 0, 0, 0)
 			clock.Advance(p.MaxCrawlDelay)
 			got, _ := f.next(clock.Now())
-			c := f.counts(clock.Now(), time.Minute)
+			c := f.counts(clock.Now(), time.Minute, 0)
 			switch policy {
 			case CrawlDelayCap:
 				if got == nil || c.Skipped != 0 {

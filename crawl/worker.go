@@ -87,7 +87,7 @@ func (c *Crawler) fetchContext(ctx context.Context) (context.Context, context.Ca
 func (c *Crawler) slot(ctx context.Context, h *hostState) slotResult {
 	if mf, ok := c.sink.(fetchGate); ok && !mf.MayFetch(h.key) {
 		// Ownership is moving (or gone): keep the entries for the handoff.
-		return slotResult{outcome: outcomeNone, minWait: 500 * time.Millisecond}
+		return slotResult{outcome: outcomeGated, minWait: 500 * time.Millisecond}
 	}
 	q, err := c.front.head(ctx, h.key)
 	if err != nil {

@@ -780,25 +780,34 @@ func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byt
 		return nil, 0, fmt.Errorf("p2p: send to %s: %w", p, ctxErr(ctx, err))
 	}
 	wrote = len(req) + uvarintLen(uint64(len(req)))
-	if err := s.CloseWrite(); err != nil {
-		_ = s.Reset()
-		return nil, wrote, fmt.Errorf("p2p: send to %s: %w", p, ctxErr(ctx, err))
-	}
+	resp, err = n.response(ctx, s, p)
+	return resp, wrote, err
+}
+
+// response ends the request written on s and reads its answer. The
+// handler closes its stream as soon as it has answered, and over QUIC
+// that stops this side's writing (STOP_SENDING): when it arrives before
+// CloseWrite (this goroutine descheduled between the two on a busy
+// machine), CloseWrite fails although the answer is on its way. So
+// CloseWrite's error is not the request's; a stream that really failed
+// fails the read.
+func (n *Node) response(ctx context.Context, s network.Stream, p peer.ID) ([]byte, error) {
+	_ = s.CloseWrite()
 	frame, err := readFrame(bufio.NewReader(s), n.cfg.MaxMessageBytes)
 	if err != nil {
 		_ = s.Reset()
-		return nil, wrote, fmt.Errorf("p2p: response from %s: %w", p, ctxErr(ctx, err))
+		return nil, fmt.Errorf("p2p: response from %s: %w", p, ctxErr(ctx, err))
 	}
 	_ = s.Close()
 	status, body, err := decodeResponse(frame)
 	if err != nil {
 		n.st.rejected.Add(1)
-		return nil, wrote, fmt.Errorf("p2p: response from %s: %w", p, err)
+		return nil, fmt.Errorf("p2p: response from %s: %w", p, err)
 	}
 	if status != statusOK {
-		return nil, wrote, &RemoteError{Peer: p, Msg: string(body), Refused: status == statusRefused}
+		return nil, &RemoteError{Peer: p, Msg: string(body), Refused: status == statusRefused}
 	}
-	return body, wrote, nil
+	return body, nil
 }
 
 // ctxErr prefers the context's error, which explains a reset stream.

@@ -511,6 +511,38 @@ func TestRequestReturnsAtDeadline(t *testing.T) {
 	}
 }
 
+// TestAnswerBeforeCloseWrite: a handler answers as soon as it has read
+// the request and closes its stream, which over QUIC stops the
+// requester's write side (STOP_SENDING). A requester slow to close its
+// write side after the request (a busy machine) must still read the
+// answer. The requester here waits between the two steps of call.
+func TestAnswerBeforeCloseWrite(t *testing.T) {
+	quicOnly := func(c *Config) { c.Listen = []string{"/ip4/127.0.0.1/udp/0/quic-v1"} }
+	a := startNode(t, quicOnly, nil)
+	b := startNode(t, quicOnly, []*testNode{a})
+	answered := make(chan struct{}, 1)
+	b.SetSearchHandler(func(ctx context.Context, from peer.ID, req []byte) ([]byte, error) {
+		answered <- struct{}{}
+		return append([]byte("echo:"), req...), nil
+	})
+	waitFor(t, 10*time.Second, "membership", func() bool { return knows(a, b.ID()) && knows(b, a.ID()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := a.h.NewStream(ctx, b.ID(), a.protoSearch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFrame(s, encodeSearchRequest(time.Second, []byte("q"))); err != nil {
+		t.Fatal(err)
+	}
+	<-answered
+	time.Sleep(200 * time.Millisecond) // the answer and the stop reach a
+	resp, err := a.response(ctx, s, b.ID())
+	if err != nil || string(resp) != "echo:q" {
+		t.Fatalf("answer %q, %v; want echo:q", resp, err)
+	}
+}
+
 func TestSendDeliversAndReportsHandlerErrors(t *testing.T) {
 	a := startNode(t, nil, nil)
 	b := startNode(t, nil, []*testNode{a})

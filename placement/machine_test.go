@@ -176,6 +176,59 @@ func TestHandoff(t *testing.T) {
 	}
 }
 
+// TestManifestNamesOnlyHandoffs: a host the crawler holds but never
+// crawled here (URLs forwarded to this node while its owner was away) is
+// abandoned, not handed off, so the manifest to its returning owner does
+// not name it: the owner, which waits for the handoff of every host a
+// manifest names, would hold that host back for HostWait.
+func TestManifestNamesOnlyHandoffs(t *testing.T) {
+	donor, owner := peer.ID("donor"), peer.ID("owner")
+	pair := []peer.ID{donor, owner}
+	forwarded := hostRanked(t, pair, owner, donor)
+	crawled := hostRanked(t, pair, donor, owner)
+	d := New(testConfig(donor, false), Saved{Hosts: map[string]Role{crawled: Crawled}}, t0)
+	o := New(testConfig(owner, false), Saved{Members: []peer.ID{donor}, Hosts: map[string]Role{forwarded: Crawled}}, t0)
+	o.Step(at(1), Joined{Peer: donor})
+	d.Step(at(1), Joined{Peer: owner})
+	d.Step(at(1), Hosts{Hosts: []string{crawled}})
+	d.Ready()
+	o.Ready()
+	// The owner is killed and away for longer than the membership
+	// timeout; meanwhile the donor's view gives it the owner's hosts, and
+	// URLs of one of them are forwarded to it.
+	d.Step(at(20), Left{Peer: owner})
+	d.Step(at(21), Hosts{Hosts: []string{crawled, forwarded}})
+	if d.MayCrawl(at(21), forwarded) {
+		t.Fatal("the donor crawls the host of a member within its grace")
+	}
+	d.Ready()
+	// The owner is back and rejoins.
+	o = New(testConfig(owner, false), Saved{Members: []peer.ID{donor}, Hosts: map[string]Role{forwarded: Crawled}, Founders: []peer.ID{donor}}, at(24))
+	o.Step(at(25), Joined{Peer: donor})
+	d.Step(at(25), Joined{Peer: owner})
+	for _, mf := range ready[SendManifest](d) {
+		if mf.To != owner {
+			t.Fatalf("manifest %v to a member that did not join", mf)
+		}
+		if slices.Contains(mf.Hosts, forwarded) {
+			t.Errorf("manifest names %s, which the donor never crawled and will abandon", forwarded)
+		}
+		o.Step(at(25), Manifest{From: donor, Hosts: mf.Hosts})
+	}
+	// After the drain the donor gives the host up: its URLs go to the
+	// owner as links, and no handoff follows.
+	d.Step(at(32), Hosts{Hosts: []string{crawled, forwarded}})
+	ab := ready[Abandon](d)
+	if len(ab) != 1 || ab[0].Host != forwarded {
+		t.Fatalf("donor's abandons %v, want %s", ab, forwarded)
+	}
+	d.Step(at(32), HandedOff{Host: forwarded})
+	o.Step(at(33), Tick{})
+	if !o.MayCrawl(at(33), forwarded) {
+		t.Fatalf("the owner holds its own host %s back after the donor abandoned it (status %+v)", forwarded, o.Summarise(at(33)))
+	}
+}
+
 // TestTakeover: a replica host this node comes to own is pulled from the
 // members closest to it, then taken over, then crawled; its new replica
 // is hinted.

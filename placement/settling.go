@@ -216,11 +216,14 @@ func (m *Machine) isDonor(joiner peer.ID) bool {
 	return slices.Contains(m.cfg.Space.Donors(m.members, joiner, manifestSendDepth), m.cfg.Self)
 }
 
-// movingTo lists the crawler's hosts that p owns by this node's view.
+// movingTo lists the crawler's hosts that p owns by this node's view and
+// that this node will hand off to it: those it crawled. The others (URLs
+// forwarded here, never crawled) are abandoned to p as links, with no
+// handoff for p to wait for (nextHandoff).
 func (m *Machine) movingTo(p peer.ID) []string {
 	var out []string
 	for _, h := range sortedKeys(m.hosts.crawl) {
-		if m.owner(h) == p {
+		if m.owner(h) == p && m.hosts.role[h] == Crawled {
 			out = append(out, h)
 		}
 	}

@@ -126,6 +126,14 @@ type SearchReport struct {
 	// where their time went: the coordinator's own figure and its slowest
 	// shard. The tail of a few hundred searches is a handful of them.
 	Slowest []SlowSearch `json:"slowest,omitempty"`
+	// Incomplete are the query phase's searches that did not reach every
+	// shard (in a hostile run, every honest shard), in order, at most
+	// incompleteKept of them, each with the shards that did not answer
+	// and why; IncompleteCount counts them all.
+	Incomplete      []IncompleteSearch `json:"incomplete,omitempty"`
+	IncompleteCount int                `json:"incomplete_count"`
+	// nodeOf names the run's nodes by peer ID, for Incomplete.
+	nodeOf map[string]int
 	// LatenciesMS are the query phase's latencies, sorted, for the plots
 	// of --report-dir (the JSON keeps only the percentiles).
 	LatenciesMS []float64 `json:"-"`
@@ -171,6 +179,71 @@ type SlowSearch struct {
 	// ShardMS how long.
 	SlowestShard string  `json:"slowest_shard,omitempty"`
 	ShardMS      float64 `json:"shard_ms"`
+}
+
+// IncompleteSearch is a search of the query phase that some shard did not
+// answer.
+type IncompleteSearch struct {
+	Query    string  `json:"query"`
+	Node     int     `json:"node"`
+	Coverage float64 `json:"coverage"`
+	// Missing are the shards that did not answer: their state (timeout or
+	// failed) and error, as the coordinator reported them.
+	Missing []MissingShard `json:"missing"`
+}
+
+// MissingShard is one shard that did not answer a search.
+type MissingShard struct {
+	search.ShardStatus
+	// Node is the run's node with that peer ID, when it is one.
+	Node *int `json:"node,omitempty"`
+	// Refusals are that node's counts, read just after the search, of
+	// what its p2p layer refuses by its own rules (p2p.Stats): which one
+	// moved says why a request to it failed.
+	Refusals *Refusals `json:"refusals,omitempty"`
+}
+
+// Refusals are a node's p2p refusal counts (p2p.Stats).
+type Refusals struct {
+	NonMemberStreams  uint64 `json:"non_member_streams"`
+	StreamsRefused    uint64 `json:"streams_refused"`
+	ThrottledMessages uint64 `json:"throttled_messages"`
+	SearchesRefused   uint64 `json:"searches_refused"`
+}
+
+// incompleteKept bounds SearchReport.Incomplete.
+const incompleteKept = 20
+
+// noteCoverage keeps the search in Incomplete if a shard that counts did
+// not answer it.
+func (sr *SearchReport) noteCoverage(query string, node int, resp *search.Response) (kept *IncompleteSearch) {
+	var missing []MissingShard
+	asked := 0
+	for _, sh := range resp.Coverage.Shards {
+		if sr.view != nil && !sr.view.honest[sh.Member] {
+			continue
+		}
+		asked++
+		if sh.State == "answered" {
+			continue
+		}
+		m := MissingShard{ShardStatus: sh}
+		if i, ok := sr.nodeOf[sh.Member]; ok {
+			m.Node = &i
+		}
+		missing = append(missing, m)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sr.IncompleteCount++
+	if len(sr.Incomplete) == incompleteKept {
+		return nil
+	}
+	sr.Incomplete = append(sr.Incomplete, IncompleteSearch{
+		Query: query, Node: node, Coverage: round3(float64(asked-len(missing)) / float64(asked)), Missing: missing,
+	})
+	return &sr.Incomplete[len(sr.Incomplete)-1]
 }
 
 // slowestKept is how many searches SearchReport.Slowest keeps.

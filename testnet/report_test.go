@@ -129,3 +129,63 @@ func TestSlowestSearches(t *testing.T) {
 		})
 	}
 }
+
+// TestIncompleteSearches: a search some shard did not answer is kept with
+// the shards that did not answer, their state and error, named by node;
+// the list is bounded and the count is not.
+func TestIncompleteSearches(t *testing.T) {
+	resp := func(states ...string) *search.Response {
+		r := &search.Response{}
+		for i, st := range states {
+			sh := search.ShardStatus{Member: fmt.Sprint("peer", i), State: st}
+			if st != "answered" {
+				sh.Error = "refused: " + sh.Member
+			}
+			r.Coverage.Shards = append(r.Coverage.Shards, sh)
+		}
+		return r
+	}
+	tests := []struct {
+		name      string
+		searches  [][]string
+		honest    map[string]bool // nil: not a hostile run
+		wantCount int
+		wantKept  int
+	}{
+		{"complete searches", [][]string{{"answered", "answered"}, {"answered", "answered"}}, nil, 0, 0},
+		{"one shard failed", [][]string{{"answered", "failed", "answered", "answered"}}, nil, 1, 1},
+		{"more than kept", slices.Repeat([][]string{{"timeout", "answered"}}, incompleteKept+3), nil, incompleteKept + 3, incompleteKept},
+		{"only an attacker missing", [][]string{{"answered", "failed"}}, map[string]bool{"peer0": true}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sr := SearchReport{nodeOf: map[string]int{"peer1": 1}}
+			if tt.honest != nil {
+				sr.view = &honestView{honest: tt.honest}
+			}
+			for i, states := range tt.searches {
+				sr.noteCoverage(fmt.Sprint("q", i), 3, resp(states...))
+			}
+			if sr.IncompleteCount != tt.wantCount || len(sr.Incomplete) != tt.wantKept {
+				t.Fatalf("count %d, kept %d; want %d, %d", sr.IncompleteCount, len(sr.Incomplete), tt.wantCount, tt.wantKept)
+			}
+			for _, s := range sr.Incomplete {
+				if s.Node != 3 || len(s.Missing) != 1 {
+					t.Fatalf("search %+v: want node 3 and one missing shard", s)
+				}
+				m := s.Missing[0]
+				if m.State == "answered" || m.Error != "refused: "+m.Member {
+					t.Errorf("missing shard %+v lacks its state or error", m)
+				}
+				if m.Member == "peer1" && (m.Node == nil || *m.Node != 1) {
+					t.Errorf("missing shard %s not named node 1: %v", m.Member, m.Node)
+				}
+			}
+		})
+	}
+	sr := SearchReport{}
+	sr.noteCoverage("q", 0, resp("answered", "failed", "answered", "answered"))
+	if c := sr.Incomplete[0].Coverage; c != 0.75 {
+		t.Errorf("coverage %v, want 0.75", c)
+	}
+}

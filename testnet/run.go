@@ -40,7 +40,7 @@ type RunConfig struct {
 	// Binary is the sou executable to start nodes from.
 	Binary string
 	// Dir holds the node data directories; "" = a temporary directory,
-	// removed at the end unless Keep.
+	// removed at the end unless Keep or the run failed.
 	Dir  string
 	Keep bool
 	// Timeout bounds the whole crawl phase.
@@ -196,7 +196,7 @@ func progressLogger(w io.Writer) func(string, ...any) {
 
 // Run starts the simulated web and the nodes, seeds the crawl, waits until
 // the network is idle, runs the query phase and returns the report.
-func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
+func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -216,7 +216,12 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		}
 		dir = d
 		if !cfg.Keep {
-			defer os.RemoveAll(d)
+			// A failed run keeps its node logs: they are its evidence.
+			defer func() {
+				if runErr == nil {
+					os.RemoveAll(d)
+				}
+			}()
 		}
 	}
 	log := cfg.Log
@@ -484,6 +489,10 @@ func liveStatuses(ctx context.Context, l *launcher) []*node.Status {
 	return out
 }
 
+// notIdleEvery is how often a crawl that has fetched every required page
+// but does not end logs what keeps its nodes busy.
+const notIdleEvery = 15 * time.Second
+
 // crawlToCompletion polls the nodes until every live node is idle with an
 // empty outbox and the web has seen no request for a while, running the
 // scenario's joins, kills and crashes on the way.
@@ -506,6 +515,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 	deadline := start.Add(cfg.Timeout)
 	quiet := newQuietDetector()
 	lastProgress := time.Time{}
+	lastWhy := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -513,7 +523,9 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 		case <-time.After(250 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("crawl did not finish within %v (see the node logs in %s)", cfg.Timeout, l.root)
+			why := whyNotIdle(ctx, l, hostile, time.Now())
+			logf("%5.1fs  not idle: %s", time.Since(start).Seconds(), why)
+			return fmt.Errorf("crawl did not finish within %v: %s (node logs in %s)", cfg.Timeout, why, l.root)
 		}
 		reqs, fetched := prog.update(web)
 		fraction := float64(fetched) / float64(expected)
@@ -590,6 +602,12 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 				break
 			}
 		}
+		// Once everything required is fetched and every kill is done, a
+		// crawl that does not end says why every so often.
+		if !allIdle && fetched >= expected && len(crashAt) == 0 && time.Since(lastWhy) >= notIdleEvery {
+			logf("%5.1fs  not idle: %s", time.Since(start).Seconds(), whyNotIdle(ctx, l, hostile, time.Now()))
+			lastWhy = time.Now()
+		}
 		if quiet.done(allIdle, reqs, time.Now()) {
 			logf("%5.1fs  crawl finished: %d/%d required pages, %d requests", time.Since(start).Seconds(), fetched, expected, reqs)
 			return nil
@@ -617,9 +635,12 @@ func networkReport(sts []*node.Status) *NetworkReport {
 // node returns the same top 10.
 func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, seed int64, view *honestView) (*SearchReport, error) {
 	queries := querySet(truth, n, seed)
-	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true, view: view}
+	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true, view: view, nodeOf: map[string]int{}}
 	var lat []float64
 	var mu sync.Mutex
+	for _, p := range l.all() {
+		sr.nodeOf[p.PeerID] = p.Index
+	}
 	nodes := l.live()
 	for _, q := range queries {
 		var tops [][]string
@@ -635,6 +656,9 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 			lat = append(lat, ms)
 			mu.Unlock()
 			sr.noteLatency(q, p.Index, ms, &resp)
+			if inc := sr.noteCoverage(q, p.Index, &resp); inc != nil {
+				noteRefusals(ctx, l, inc)
+			}
 			tops = append(tops, sr.observe(&resp))
 		}
 		sr.compareTops(tops)
@@ -643,6 +667,24 @@ func queryPhase(ctx context.Context, l *launcher, truth *simweb.Truth, n int, se
 	sr.LatenciesMS = lat
 	sr.P50MS, sr.P95MS, sr.P99MS = percentile(lat, .50), percentile(lat, .95), percentile(lat, .99)
 	return sr, nil
+}
+
+// noteRefusals adds to each missing shard of a live node its refusal
+// counts now.
+func noteRefusals(ctx context.Context, l *launcher, inc *IncompleteSearch) {
+	for i, m := range inc.Missing {
+		if m.Node == nil || *m.Node >= len(l.all()) {
+			continue
+		}
+		st, err := l.all()[*m.Node].status(ctx)
+		if err != nil {
+			continue
+		}
+		inc.Missing[i].Refusals = &Refusals{
+			NonMemberStreams: st.P2P.NonMemberStreams, StreamsRefused: st.P2P.StreamsRefused,
+			ThrottledMessages: st.P2P.ThrottledMessages, SearchesRefused: st.P2P.SearchesRefused,
+		}
+	}
 }
 
 // querySet draws n queries from the titles of indexable required pages:

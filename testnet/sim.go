@@ -909,7 +909,10 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 	for i := range askers {
 		askers[i] = live[i*len(live)/k]
 	}
-	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true}
+	sr := &SearchReport{Queries: len(queries), CoverageMin: 1, RankConsistent: true, nodeOf: map[string]int{}}
+	for _, n := range live {
+		sr.nodeOf[n.host.ID().String()] = n.index
+	}
 	q := &SimQuery{WarmupCoverageMin: 1}
 	// One unmeasured search per asking node first. A node that never
 	// searched has no connection to about half the members (those outside
@@ -953,6 +956,7 @@ func (s *simulation) queryPhase(ctx context.Context, truth *simweb.Truth) (*Sear
 			took := time.Since(t0)
 			lat = append(lat, float64(took.Microseconds())/1000)
 			sr.noteLatency(query, a.index, float64(took.Microseconds())/1000, resp)
+			sr.noteCoverage(query, a.index, resp)
 			q.Searches++
 			if c := resp.Coverage; !c.Complete {
 				s.logf("query %q at node %d: %d of %d shards answered in %v (%d timed out, %d failed%s)", query, a.index, c.Answered, c.Asked, took.Round(time.Millisecond), c.TimedOut, c.Failed, firstShardError(c.Shards))
