@@ -16,8 +16,6 @@ type summaryCache struct {
 	cur, prev map[uint32]*Summary
 	curBytes  int
 	genBytes  int // budget of one generation
-	hits      uint64
-	misses    uint64
 }
 
 // summaryOverhead approximates the memory of an entry besides its
@@ -37,16 +35,13 @@ func (c *summaryCache) get(id uint32) (*Summary, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.cur[id]; ok {
-		c.hits++
 		return s, true
 	}
 	if s, ok := c.prev[id]; ok {
 		delete(c.prev, id)
-		c.hits++
 		c.addLocked(id, s)
 		return s, true
 	}
-	c.misses++
 	return nil, false
 }
 
