@@ -122,7 +122,7 @@
 // member's keys anew. The node keeps a Ring of its view (View), replaced
 // when a member joins or leaves (a merge, O(N·VirtualKeys)), and answers
 // Owner, Replicas, IsOwner and Holds from it with one binary search; a
-// ring also remembers recent hosts' owners in a fixed direct-mapped table
+// ring also remembers recent hosts' ring points in a fixed direct-mapped table
 // (a search asks the owner of every host of its shard per query).
 // Holds(p, host) says whether p holds host: p is a member (or this node)
 // among the R closest. A peer not admitted holds nothing. Claims are

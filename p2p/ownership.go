@@ -139,34 +139,45 @@ type Ring struct {
 	// the owner's peer ID.
 	points []uint64
 	owner  []uint32
-	// owners remembers recent hosts' owners: a search asks who owns each
-	// host of the shard for every query, and hashing a host costs more
-	// than the rest of the lookup.
-	owners ownerMemo
+	// hostPoints remembers recent hosts' ring points: a search asks who
+	// owns each host of its shard for every query, and hashing a host
+	// costs more than the rest of a lookup.
+	hostPoints pointMemo
 }
 
-// ownerMemoSlots is the size of a ring's direct-mapped memo of owners: a
-// bounded few hundred KiB however many hosts are asked about (a crawler
-// asks about every host it links to).
-const ownerMemoSlots = 4096
+// pointMemoSlots is the size of a ring's direct-mapped memo of host
+// points: a bounded few hundred KiB however many hosts are asked about (a
+// crawler asks about every host it links to).
+const pointMemoSlots = 4096
 
-// ownerMemo maps a host, by a hash of its name, to one slot holding the
-// last host that hashed there and its owner; a collision only costs a
-// miss, since the slot's host is compared.
-type ownerMemo [ownerMemoSlots]atomic.Pointer[memoEntry]
+// pointMemo maps a host, by a hash of its name, to one slot holding the
+// last host that hashed there and its ring point; a collision only costs
+// a miss, since the slot's host is compared.
+type pointMemo [pointMemoSlots]atomic.Pointer[memoEntry]
 
 type memoEntry struct {
 	host  string
-	owner uint32 // index into Ring.ids
+	point uint64
 }
 
 // slot is where host is remembered (FNV-1a of its name).
-func (m *ownerMemo) slot(host string) *atomic.Pointer[memoEntry] {
+func (m *pointMemo) slot(host string) *atomic.Pointer[memoEntry] {
 	h := uint32(2166136261)
 	for i := 0; i < len(host); i++ {
 		h = (h ^ uint32(host[i])) * 16777619
 	}
-	return &m[h%ownerMemoSlots]
+	return &m[h%pointMemoSlots]
+}
+
+// hostPoint is HostKey(host).ringPoint(), remembered in the ring's memo.
+func (r *Ring) hostPoint(host string) uint64 {
+	slot := r.hostPoints.slot(host)
+	if e := slot.Load(); e != nil && e.host == host {
+		return e.point
+	}
+	at := HostKey(host).ringPoint()
+	slot.Store(&memoEntry{host: strings.Clone(host), point: at})
+	return at
 }
 
 // NewRing builds the ring of members (duplicates and "" dropped).
@@ -227,19 +238,17 @@ func (r *Ring) Owner(host string) peer.ID {
 	if r == nil || len(r.points) == 0 {
 		return ""
 	}
-	slot := r.owners.slot(host)
-	if e := slot.Load(); e != nil && e.host == host {
-		return r.ids[e.owner]
-	}
-	at := HostKey(host).ringPoint()
+	at := r.hostPoint(host)
 	i := sort.Search(len(r.points), func(i int) bool { return r.points[i] >= at }) % len(r.points)
-	slot.Store(&memoEntry{host: strings.Clone(host), owner: r.owner[i]})
 	return r.ids[r.owner[i]]
 }
 
 // Replicas is ReplicasOf(members, host, k) for the ring's members.
 func (r *Ring) Replicas(host string, k int) []peer.ID {
-	return r.closest(HostKey(host).ringPoint(), k, "")
+	if r == nil {
+		return nil
+	}
+	return r.closest(r.hostPoint(host), k, "")
 }
 
 // ownerOfKey is the member closest to an arbitrary key (claims).

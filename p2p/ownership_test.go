@@ -412,14 +412,14 @@ func TestOwnershipSpread(t *testing.T) {
 	}
 }
 
-// TestRingOwnerMemo: the ring remembers owners in a few thousand slots;
+// TestRingOwnerMemo: the ring remembers host points in a few thousand slots;
 // asking about more hosts than slots, twice and in another order, answers
 // what the walk answers every time (a slot shared by two hosts is a miss,
 // never the other host's owner).
 func TestRingOwnerMemo(t *testing.T) {
 	members := namedPeers("memo-", 16)
 	r := NewRing(members)
-	hosts := make([]string, 3*ownerMemoSlots)
+	hosts := make([]string, 3*pointMemoSlots)
 	for i := range hosts {
 		hosts[i] = fmt.Sprintf("site-%d.test", i)
 	}
@@ -432,6 +432,9 @@ func TestRingOwnerMemo(t *testing.T) {
 		for _, i := range rng.Perm(len(hosts)) {
 			if got := r.Owner(hosts[i]); got != want[hosts[i]] {
 				t.Fatalf("pass %d: Owner(%s) = %s, want %s", pass, hosts[i], got, want[hosts[i]])
+			}
+			if got := r.Replicas(hosts[i], 2); got[0] != want[hosts[i]] || !slices.Equal(got, r.closest(HostKey(hosts[i]).ringPoint(), 2, "")) {
+				t.Fatalf("pass %d: Replicas(%s) = %v", pass, hosts[i], got)
 			}
 		}
 	}
