@@ -152,8 +152,16 @@ func BadgerOptions(dir string) badger.Options {
 func IndexOptions() index.Options {
 	o := index.DefaultOptions()
 	o.FlushInterval = 3 * time.Second
+	o.FormCacheBytes = formCacheBytes
 	return o
 }
+
+// formCacheBytes holds the analysed forms of the pages a node stored in
+// the last seconds, which go to their replicas with the pages
+// (replication.go) so that a replica does not analyse them again: at a
+// crawl's few hundred pages a second and forms of a few KB (BENCHMARKS.md,
+// "Analyse once"), that is thousands of pages.
+const formCacheBytes = 16 << 20
 
 // runValueLogGC reclaims value-log space left by deleted and rewritten pages
 // until ctx ends.
