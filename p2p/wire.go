@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -158,10 +159,9 @@ func encodeURLBatch(recs []URLRecord) ([]byte, error) {
 	}
 	var out bytes.Buffer
 	out.WriteByte(wireVersion)
-	zw, err := flate.NewWriter(&out, flate.BestCompression)
-	if err != nil {
-		return nil, fmt.Errorf("encode url batch: %w", err)
-	}
+	zw := flateWriters.Get().(*flate.Writer)
+	defer flateWriters.Put(zw)
+	zw.Reset(&out)
 	if _, err := zw.Write(body); err != nil {
 		return nil, fmt.Errorf("encode url batch: %w", err)
 	}
@@ -181,6 +181,21 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
+// flateWriters and flateReaders are URL batches' compressors, reused: a
+// writer at BestCompression allocates about a megabyte, and a crawling
+// node encodes and decodes batches all the time. Each is Reset before
+// use, so nothing of one batch reaches the next.
+var (
+	flateWriters = sync.Pool{New: func() any {
+		zw, err := flate.NewWriter(nil, flate.BestCompression)
+		if err != nil {
+			panic(err) // only for an invalid level
+		}
+		return zw
+	}}
+	flateReaders = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+)
+
 // decodeURLBatch decodes and validates a batch. maxBytes caps the inflated
 // size, so a compression bomb costs at most maxBytes of memory.
 func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
@@ -190,8 +205,11 @@ func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
 	if msg[0] != wireVersion {
 		return nil, malformed("url batch version %d", msg[0])
 	}
-	zr := flate.NewReader(bytes.NewReader(msg[1:]))
-	defer zr.Close()
+	zr := flateReaders.Get().(io.ReadCloser)
+	defer flateReaders.Put(zr)
+	if err := zr.(flate.Resetter).Reset(bytes.NewReader(msg[1:]), nil); err != nil {
+		return nil, malformed("inflate url batch: %v", err)
+	}
 	body, err := io.ReadAll(io.LimitReader(zr, int64(maxBytes)+1))
 	if err != nil {
 		return nil, malformed("inflate url batch: %v", err)
