@@ -141,7 +141,8 @@ func EncodePages(m *Pages) ([]byte, error) {
 			v = versionForms
 		}
 	}
-	b := []byte{v}
+	b := make([]byte, 0, pagesSize(m))
+	b = append(b, v)
 	b = binary.AppendUvarint(b, uint64(len(m.Docs)))
 	for i, d := range m.Docs {
 		if err := checkDoc(d); err != nil {
@@ -173,6 +174,47 @@ func EncodePages(m *Pages) ([]byte, error) {
 		b = appendURLs(b, m.Queued)
 	}
 	return b, nil
+}
+
+// pagesSize is about the encoded size of m, so that EncodePages allocates
+// a replica message once rather than doubling its way to megabytes.
+func pagesSize(m *Pages) int {
+	n := 64
+	for i, d := range m.Docs {
+		n += len(d.URL) + len(d.Host) + len(d.Title) + len(d.Body) + len(d.Lang) + len(d.ContentType) + len(d.Charset) + len(d.Raw) + 80
+		for _, h := range d.Headings {
+			n += len(h) + 3
+		}
+		for k, vs := range d.Header {
+			n += len(k) + 3
+			for _, v := range vs {
+				n += len(v) + 3
+			}
+		}
+		if i < len(m.Forms) {
+			n += len(m.Forms[i]) + 4
+		}
+	}
+	for _, fs := range [][]Fetched{m.Fetched, m.Queued} {
+		for _, f := range fs {
+			n += len(f.Host) + len(f.URL) + 4
+		}
+	}
+	for u, texts := range m.Anchors {
+		n += len(u) + 4
+		for _, t := range texts {
+			n += len(t) + 2
+		}
+	}
+	for _, sm := range m.Sitemaps {
+		n += len(sm.Host) + len(sm.URL) + 8
+		for _, us := range [][]string{sm.Listed, sm.Children} {
+			for _, u := range us {
+				n += len(u) + 2
+			}
+		}
+	}
+	return n
 }
 
 func appendURLs(b []byte, us []Fetched) []byte {

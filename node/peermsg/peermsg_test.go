@@ -243,3 +243,16 @@ func BenchmarkDecodePages(b *testing.B) {
 		}
 	})
 }
+
+// EncodePages allocates a message once: pagesSize is never short.
+func TestPagesSizeCoversTheEncoding(t *testing.T) {
+	for name, m := range map[string]*Pages{"sample": samplePages(), "forms": formPages(), "bench": benchPages(), "empty": {}} {
+		b, err := EncodePages(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est := pagesSize(m); est < len(b) {
+			t.Errorf("%s: estimated %d bytes, encoded %d", name, est, len(b))
+		}
+	}
+}
