@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -372,6 +373,8 @@ func BenchmarkCrawl(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			var indexed int64
 			var hits, misses uint64
+			var mem0, mem1 runtime.MemStats
+			runtime.ReadMemStats(&mem0)
 			cpu0 := processCPU(b)
 			for b.Loop() {
 				r, err := p.run(filepath.Join(b.TempDir(), "crawl"))
@@ -388,6 +391,11 @@ func BenchmarkCrawl(b *testing.B) {
 			b.ReportMetric(float64(indexed)/b.Elapsed().Seconds(), "pages/s")
 			// The process's CPU: the pipeline and the simulated web serving it.
 			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(max(indexed, 1)), "cpu-ms/page")
+			// Go allocation and collections per page, the simulated web's
+			// included (the same for both pipelines).
+			runtime.ReadMemStats(&mem1)
+			b.ReportMetric(float64(mem1.TotalAlloc-mem0.TotalAlloc)/1024/float64(max(indexed, 1)), "alloc-KiB/page")
+			b.ReportMetric(float64(mem1.NumGC-mem0.NumGC)*1000/float64(max(indexed, 1)), "gc/1k-pages")
 		})
 	}
 }

@@ -33,8 +33,10 @@ type Token struct {
 type Analyzer struct {
 	jieba *gojieba.Jieba
 	fold  *folder // nil: Traditional Chinese is kept as written
-	// stem reduces English words to their Snowball stems (stemWord).
-	stem bool
+	// stem reduces English words to their Snowball stems (stemWord),
+	// through stems, which all the analyzer's variants share.
+	stem  bool
+	stems *stemCache
 	// version and unfoldedVersion are Version with and without fold.
 	version, unfoldedVersion string
 }
@@ -50,7 +52,7 @@ func (a *Analyzer) Version() string { return a.version }
 // the analyzer did before folding, for measuring what folding does and for
 // testing nodes whose analyzers differ.
 func (a *Analyzer) WithoutScriptFolding() *Analyzer {
-	return &Analyzer{jieba: a.jieba, stem: a.stem, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
+	return &Analyzer{jieba: a.jieba, stem: a.stem, stems: a.stems, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
 }
 
 // WithoutStemming returns an analyzer that keeps English words as written
@@ -422,7 +424,7 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 			}
 			w := s[sg.start:sg.end]
 			if a.stem && !sg.compound {
-				w = stemWord(w)
+				w = a.stems.stem(w)
 			}
 			emit(mk(w, pos, sg.start, sg.end))
 			if sg.compound && !sg.numeric && !query {
@@ -443,7 +445,7 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 					}
 					part := s[k:e]
 					if a.stem {
-						part = stemWord(part)
+						part = a.stems.stem(part)
 					}
 					emit(mk(part, pos, k, e))
 					k = e

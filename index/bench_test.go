@@ -160,7 +160,7 @@ func BenchmarkIndexingBatch(b *testing.B) {
 // corpusPages reads up to n pages matching pattern from the real corpus
 // (/work/shared/corpus/install.sh): title and visible text. It skips the
 // benchmark when the corpus is not installed.
-func corpusPages(b *testing.B, pattern string, n int) []*Document {
+func corpusPages(b testing.TB, pattern string, n int) []*Document {
 	b.Helper()
 	paths, _ := filepath.Glob(pattern)
 	if _, err := os.Stat("/var/lib/sou-corpus/sites.tsv"); err != nil || len(paths) == 0 {

@@ -114,6 +114,7 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 		jieba:           jieba,
 		fold:            fold,
 		stem:            true,
+		stems:           &stemCache{},
 		version:         fmt.Sprintf("%d-%s", analyzerAlgorithm, hex.EncodeToString(h.Sum(nil)[:6])),
 		unfoldedVersion: fmt.Sprintf("%d-%s-unfolded", analyzerAlgorithm, hex.EncodeToString(dictHash[:6])),
 	}, nil

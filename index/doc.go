@@ -113,12 +113,22 @@
 // again as they are, since only the anchors changed. It does not analyse
 // a page again when the form cache (forms.go, Options.FormCacheBytes, off
 // by default, LRU by bytes, in memory only) holds the page's analysed
-// form for its current docID: the tokens kept for the title and for the fields after
-// the anchors, with positions relative to each part. Anchors sit between
-// the two parts in the position space, so analysing the new anchors and
-// shifting the rest by where they end gives exactly the postings a full
-// analysis would (TestReplayFormMatchesAnalysis); a page without a cached
-// form (evicted, or stored before this process) is analysed. Under the
+// form for its current docID: the tokens kept for the title and for the
+// fields after the anchors, with positions relative to each part. Anchors
+// sit between the two parts in the position space, so analysing the new
+// anchors and shifting the rest by where they end gives exactly the
+// postings a full analysis would (TestReplayFormMatchesAnalysis); a page
+// without a cached form (evicted, or stored before this process) is
+// analysed.
+//
+// The same form is how a page is analysed once in a network: Form encodes
+// a cached form (formwire.go) for the page's replicas, and
+// PutAnalysedBatch indexes a page from its received form with the
+// receiver's own anchors, writing the postings an analysis would
+// (TestPutAnalysedBatchWritesSameBytes). A received form is bytes from a
+// peer: it is decoded with bounds and checked for everything the postings
+// rely on, and one that fails (or names another analyzer version) is
+// not used: the page is analysed. Under the
 // lock each page is put only if its docID and anchors are still those it
 // was analysed with (else it is analysed again there). AddAnchorsBatch
 // merges a page's links' anchors under anchorMu, not the writer lock (a

@@ -154,8 +154,24 @@ func (c *formCache) pushFront(e *formEntry) {
 	c.head.next = e
 }
 
-// get returns the form of the page at u stored as docID id.
+// get returns the form of the page at u stored as docID id, for a
+// re-index (counted in hits and misses).
 func (c *formCache) get(u string, id uint32) *analysedForm {
+	f := c.lookup(u, id)
+	if c.enabled() {
+		c.mu.Lock()
+		if f != nil {
+			c.hits++
+		} else {
+			c.misses++
+		}
+		c.mu.Unlock()
+	}
+	return f
+}
+
+// lookup returns the form of the page at u stored as docID id, or nil.
+func (c *formCache) lookup(u string, id uint32) *analysedForm {
 	if !c.enabled() {
 		return nil
 	}
@@ -163,13 +179,24 @@ func (c *formCache) get(u string, id uint32) *analysedForm {
 	defer c.mu.Unlock()
 	e, ok := c.m[u]
 	if !ok || e.id != id {
-		c.misses++
 		return nil
 	}
-	c.hits++
 	c.unlink(e)
 	c.pushFront(e)
 	return e.form
+}
+
+// Form returns the encoded analysed form (formwire.go) of the page at u
+// stored as docID id, for the page's replicas (PutAnalysedBatch), when the
+// form cache holds it; nil when it does not. A page's form stays in the
+// cache while the pages put after it fit, which covers the seconds between
+// a Put and its replication.
+func (ix *Index) Form(u string, id uint32) []byte {
+	f := ix.forms.lookup(u, id)
+	if f == nil {
+		return nil
+	}
+	return appendForm(nil, f, ix.an.Version())
 }
 
 // put records that the page at u, stored as docID id, has form f.

@@ -12,7 +12,7 @@ import (
 // an empty title, headings, a Traditional page (its anchors take the
 // page's script) with Taiwan vocabulary, compounds indexed with their
 // parts, a URL with words, a page with nothing but its URL.
-func formTestDocs(t *testing.T) []*Document {
+func formTestDocs(t testing.TB) []*Document {
 	syn, err := NewSynthetic(3)
 	if err != nil {
 		t.Fatal(err)

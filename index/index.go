@@ -48,12 +48,14 @@ type Options struct {
 	// Flush and Close re-index everything. 0 = default (30 s).
 	ReindexDelay time.Duration
 	// FormCacheBytes bounds the cache of recently indexed pages'
-	// analysed forms (analysedForm), which spares a re-index for new
-	// anchor text the page's own analysis (0 or negative = off, the
-	// default). It pays only when it holds the pages put since the
-	// oldest re-index is due (ReindexDelay and the re-index budget's
-	// backlog, at the crawl's rate): measured in BENCHMARKS.md,
-	// "Re-indexing from analysed forms".
+	// analysed forms (analysedForm; 0 or negative = off, the default).
+	// A form in the cache goes to the page's replicas (Form), which then
+	// do not analyse the page, and spares a re-index for new anchor text
+	// the page's own analysis. Replication needs the forms of the last
+	// seconds' pages; a re-index pays only when the cache holds the pages
+	// put since the oldest re-index is due (ReindexDelay and the re-index
+	// budget's backlog, at the crawl's rate): BENCHMARKS.md, "Re-indexing
+	// from analysed forms".
 	FormCacheBytes int
 	// SummaryCacheBytes bounds the cache of documents' summaries (URL,
 	// host, title, hashes) that spares a query a Badger read per
@@ -84,6 +86,12 @@ type Stats struct {
 	// Re-indexes for new anchors that replayed the page's analysed form,
 	// and those that found none and analysed the page (since Open).
 	ReindexFormHits, ReindexFormMisses uint64
+	// Pages put since Open whose text was analysed (not counting
+	// re-indexes for anchors), pages put with a received analysed form
+	// (PutAnalysedBatch) that were indexed by replaying it, and received
+	// forms refused (malformed, or of another analyzer version; those
+	// pages were analysed).
+	PutsAnalysed, FormsReplayed, FormsRefused uint64
 }
 
 // Index is one node's shard: page store and positional postings in the
@@ -115,9 +123,13 @@ type Index struct {
 	splits         int        // flushes written in more than one Badger transaction
 	tails          *tailCache // flusher only (under flushMu)
 	forms          *formCache
-	summaries      *summaryCache // nil when off
-	docPool        sync.Pool     // *docPostings scratch for analysis
-	recBufs        sync.Pool     // *[]byte buffers for decompressing page records
+	// putsAnalysed counts Puts that analysed their page; formsReplayed
+	// and formsRefused, received analysed forms (PutAnalysedBatch) used
+	// and not used.
+	putsAnalysed, formsReplayed, formsRefused atomic.Uint64
+	summaries                                 *summaryCache // nil when off
+	docPool                                   sync.Pool     // *docPostings scratch for analysis
+	recBufs                                   sync.Pool     // *[]byte buffers for decompressing page records
 	// commitHook, when set (tests only), runs before each postings
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error
@@ -527,6 +539,7 @@ func (ix *Index) Stats() Stats {
 	ix.metaMu.RUnlock()
 	s := Stats{Docs: st.Docs, Terms: st.Terms, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc}
 	s.ReindexFormHits, s.ReindexFormMisses = ix.forms.counts()
+	s.PutsAnalysed, s.FormsReplayed, s.FormsRefused = ix.putsAnalysed.Load(), ix.formsReplayed.Load(), ix.formsRefused.Load()
 	for f := range NumFields {
 		if st.Docs > 0 {
 			s.AvgFieldLen[f] = float64(st.LenSum[f]) / float64(st.Docs)
@@ -723,7 +736,7 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := ix.prepare(d)
+	p, err := ix.prepare(d, nil)
 	if err != nil {
 		return err
 	}
@@ -737,10 +750,28 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 // handoff, bulk loads). It stops at the first error; the docs before it
 // are stored.
 func (ix *Index) PutBatch(ctx context.Context, docs []*Document) error {
+	return ix.PutAnalysedBatch(ctx, docs, nil)
+}
+
+// PutAnalysedBatch is PutBatch for pages analysed by another index: a
+// non-empty forms[i] is docs[i]'s encoded analysed form (Form), and the
+// page is indexed by replaying it with this index's anchors for the page,
+// without analysing its text. The postings are those an analysis would
+// make. A form that does not decode or was made by another analyzer
+// version is not used: that page is analysed (Stats.FormsRefused). The
+// form is trusted as the page's text is: the caller has authorised its
+// sender for the page's host (formwire.go says what is checked).
+func (ix *Index) PutAnalysedBatch(ctx context.Context, docs []*Document, forms [][]byte) error {
 	prepared := make([]*preparedDoc, len(docs))
 	errs := make([]error, len(docs))
+	formOf := func(i int) []byte {
+		if i < len(forms) {
+			return forms[i]
+		}
+		return nil
+	}
 	return inWindows(ctx, len(docs),
-		func(i int) { prepared[i], errs[i] = ix.prepare(docs[i]) },
+		func(i int) { prepared[i], errs[i] = ix.prepare(docs[i], formOf(i)) },
 		func(lo, hi int) error {
 			var err error
 			for i := lo; i < hi; i++ {
@@ -769,8 +800,9 @@ type preparedDoc struct {
 }
 
 // prepare does the expensive part of a Put (segmentation, compression),
-// which needs no lock.
-func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
+// which needs no lock. A non-empty form is the page's encoded analysed
+// form, replayed instead of analysing the page when it is usable.
+func (ix *Index) prepare(d *Document, form []byte) (*preparedDoc, error) {
 	c, err := ix.validate(d)
 	if err != nil {
 		return nil, err
@@ -779,14 +811,43 @@ func (ix *Index) prepare(d *Document) (*preparedDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedDoc{doc: c, anchors: anchors, dp: ix.analyzeDoc(c, anchors), rec: appendStored(nil, c, ix.enc.EncodeAll)}
-	if ix.forms.wants(p.dp) {
-		p.form = formOf(p.dp)
+	p := &preparedDoc{doc: c, anchors: anchors, rec: appendStored(nil, c, ix.enc.EncodeAll)}
+	if len(form) > 0 {
+		p.dp, p.form = ix.replayReceived(c, form, anchors)
+	}
+	if p.dp == nil {
+		ix.putsAnalysed.Add(1)
+		p.dp = ix.analyzeDoc(c, anchors)
+		if ix.forms.wants(p.dp) {
+			p.form = formOf(p.dp)
+		}
 	}
 	if len(c.Raw) > 0 {
 		p.raw = ix.enc.EncodeAll(c.Raw, nil)
 	}
 	return p, nil
+}
+
+// replayReceived indexes d from its received form b, or returns nil if
+// the form is unusable (logged at debug level: a peer of another version
+// sends such forms all the time). The decoded form is returned to be
+// cached when the cache would keep it.
+func (ix *Index) replayReceived(d *Document, b []byte, anchors []string) (*docPostings, *analysedForm) {
+	f, err := decodeForm(b, ix.an.Version())
+	var dp *docPostings
+	if err == nil {
+		dp, err = ix.replayForm(d, f, anchors)
+	}
+	if err != nil {
+		ix.formsRefused.Add(1)
+		ix.log.Debug("index: received analysed form not used", "url", truncUTF8(d.URL, 200), "err", err)
+		return nil, nil
+	}
+	ix.formsReplayed.Add(1)
+	if !ix.forms.wants(dp) {
+		f = nil
+	}
+	return dp, f
 }
 
 // store commits a prepared page and starts (or, when the flusher is far

@@ -126,7 +126,7 @@ func TestAnchorsRacingAPut(t *testing.T) {
 		race func(ctx context.Context, t *testing.T, ix *Index)
 	}{
 		{"put analysed before the anchors, stored after", func(ctx context.Context, t *testing.T, ix *Index) {
-			p, err := ix.prepare(doc(u, "first page", "plain body"))
+			p, err := ix.prepare(doc(u, "first page", "plain body"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,8 +14,10 @@
 // the index, the crawler). Actions that take long run on workers the loop
 // owns and waits for; other goroutines reach the machine only through
 // the loop (placer.do). Replication goes through p2p's durable outbox
-// under one topic (replication.go); the crawler's fetch gate is the
-// machine's MayCrawl.
+// under one topic (replication.go), each page with the analysed form its
+// owner's index made while the form cache still holds it (IndexOptions), so
+// that a replica replays the form instead of analysing the page; the
+// crawler's fetch gate is the machine's MayCrawl.
 //
 // # What peers send: decoded bounded, authorised by who sent it
 //

@@ -226,11 +226,17 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 		return true
 	}
 	var docs []*index.Document
+	var forms [][]byte
 	var settled, markers, queued []peermsg.Fetched
 	var maps []peermsg.Sitemap
-	for _, doc := range m.Docs {
+	for i, doc := range m.Docs {
 		if take(doc.Host, doc.URL) {
 			docs = append(docs, doc)
+			if i < len(m.Forms) {
+				forms = append(forms, m.Forms[i])
+			} else {
+				forms = append(forms, nil)
+			}
 			settled = append(settled, peermsg.Fetched{Host: doc.Host, URL: doc.URL})
 		}
 	}
@@ -254,8 +260,10 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 			delete(m.Anchors, u)
 		}
 	}
-	// The sender's Store waits for this answer (group commit).
-	if err := d.ix.PutBatch(ctx, docs); err != nil {
+	// The sender's Store waits for this answer (group commit). The
+	// owner's analysed forms are trusted as its pages' text is: it was
+	// authorised for their hosts just above.
+	if err := d.ix.PutAnalysedBatch(ctx, docs, forms); err != nil {
 		return fmt.Errorf("replica pages: %w", err)
 	}
 	if err := d.data.keep(markers, maps, queued, append(settled, markers...)); err != nil {

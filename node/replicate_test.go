@@ -53,6 +53,11 @@ func TestStoreWaitsForReplica(t *testing.T) {
 			t.Fatalf("replica does not hold %s when Store returned: %v", p.URL, err)
 		}
 	}
+	// The owner's analysed forms went with the pages: the replica
+	// analysed none of them.
+	if st := replica.ix.Stats(); st.FormsReplayed != 5 || st.FormsRefused != 0 {
+		t.Errorf("replica replayed %d forms and refused %d; want 5 and 0", st.FormsReplayed, st.FormsRefused)
+	}
 	noindex := &crawl.Page{URL: "http://" + host + "/hidden", Host: host, Status: 200, NoIndex: true}
 	if err := s.Store(ctx, noindex); err != nil {
 		t.Fatalf("Store %s: %v", noindex.URL, err)

@@ -22,7 +22,9 @@ import (
 // the outbox delivers it (placement's replication says where and how long
 // a Store waits). Records, one item each:
 //
-//	'd' URL            a page, read back from the index when sent (gone: dropped)
+//	'd' URL            a page, read back from the index when sent (gone:
+//	                   dropped), with its analysed form while the index's
+//	                   form cache holds it (index.Index.Form)
 //	'f' URL            a fetch marker: a URL settled without a page
 //	's' sitemap        a sitemap read (peermsg.EncodeSitemap)
 //	'a' pages message  anchor texts of URLs of one host (peermsg.EncodePages)
@@ -103,8 +105,21 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 				full = true
 				break
 			}
+			// The page's analysed form, while the index still has it,
+			// spares the replica the page's analysis; a form that would
+			// make the message too large stays home.
+			form := ix.Form(body, r.DocID)
+			if len(form) > peermsg.MaxFormBytes || size+docBytes(d)+len(form) > bytesPerMessage {
+				form = nil
+			}
+			if len(form) > 0 && m.Forms == nil {
+				m.Forms = make([][]byte, len(m.Docs), pagesPerMessage)
+			}
+			if m.Forms != nil {
+				m.Forms = append(m.Forms, form)
+			}
 			m.Docs = append(m.Docs, d)
-			size += docBytes(d)
+			size += docBytes(d) + len(form)
 		case recMarker:
 			m.Fetched = append(m.Fetched, peermsg.Fetched{Host: hostOf(body), URL: body})
 		case recQueued:

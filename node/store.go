@@ -152,8 +152,19 @@ func BadgerOptions(dir string) badger.Options {
 func IndexOptions() index.Options {
 	o := index.DefaultOptions()
 	o.FlushInterval = 3 * time.Second
+	o.FormCacheBytes = formCacheBytes
 	return o
 }
+
+// formCacheBytes holds the analysed forms of the pages a node stored in
+// the last seconds, which go to their replicas with the pages
+// (replication.go) so that a replica does not analyse them again. Pages
+// are replicated within seconds of their Put, and forms are a few KB, so
+// this holds hundreds of pages; more would hold the re-index window of a
+// long crawl only at hundreds of megabytes, and every cached byte is live
+// heap that a node at its memory limit pays for in collections
+// (BENCHMARKS.md, "Analyse once").
+const formCacheBytes = 4 << 20
 
 // runValueLogGC reclaims value-log space left by deleted and rewritten pages
 // until ctx ends.

@@ -696,7 +696,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 		}
 		_ = s.SetReadDeadline(time.Time{})
 		resp, err := handle(ctx, from, msg)
-		var out []byte
+		var head, out []byte
 		switch {
 		case errors.Is(err, ErrMalformed):
 			n.limits.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
@@ -713,13 +713,13 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 			}
 			out = encodeResponse(status, []byte(text))
 		default:
-			out = encodeResponse(statusOK, resp)
+			head, out = responseHead(statusOK), resp
 		}
-		if len(out) > n.cfg.MaxMessageBytes {
-			out = encodeResponse(statusError, []byte("response exceeds message cap"))
+		if len(head)+len(out) > n.cfg.MaxMessageBytes {
+			head, out = nil, encodeResponse(statusError, []byte("response exceeds message cap"))
 		}
 		_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if err := writeFrame(s, out); err != nil {
+		if err := writeFrameParts(s, head, out); err != nil {
 			_ = s.Reset()
 			return
 		}
@@ -760,11 +760,18 @@ func (e *RemoteError) Error() string { return fmt.Sprintf("peer %s: %s", e.Peer,
 // response, bounded by ctx (the stream is reset when ctx ends). wrote
 // reports the bytes written.
 func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) (resp []byte, wrote int, err error) {
+	return n.callParts(ctx, p, proto, nil, req)
+}
+
+// callParts is call for a request that is head then body, which it
+// writes without copying them together.
+func (n *Node) callParts(ctx context.Context, p peer.ID, proto protocol.ID, head, body []byte) (resp []byte, wrote int, err error) {
 	if n.closed.Load() {
 		return nil, 0, errors.New("p2p: node closed")
 	}
-	if len(req) > n.cfg.MaxMessageBytes {
-		return nil, 0, fmt.Errorf("p2p: request of %d bytes exceeds cap %d", len(req), n.cfg.MaxMessageBytes)
+	size := len(head) + len(body)
+	if size > n.cfg.MaxMessageBytes {
+		return nil, 0, fmt.Errorf("p2p: request of %d bytes exceeds cap %d", size, n.cfg.MaxMessageBytes)
 	}
 	s, err := n.h.NewStream(network.WithAllowLimitedConn(ctx, string(proto)), p, proto)
 	if err != nil {
@@ -775,11 +782,11 @@ func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byt
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
-	if err := writeFrame(s, req); err != nil {
+	if err := writeFrameParts(s, head, body); err != nil {
 		_ = s.Reset()
 		return nil, 0, fmt.Errorf("p2p: send to %s: %w", p, ctxErr(ctx, err))
 	}
-	wrote = len(req) + uvarintLen(uint64(len(req)))
+	wrote = size + uvarintLen(uint64(size))
 	resp, err = n.response(ctx, s, p)
 	return resp, wrote, err
 }

@@ -660,7 +660,7 @@ func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) err
 			delete(o.inflight, q)
 			o.mu.Unlock()
 		}()
-		if _, _, err := n.call(ctx, q.peer, n.protoDeliver, encodeDeliver(q.topic, msg)); err != nil {
+		if _, _, err := n.callParts(ctx, q.peer, n.protoDeliver, deliverHead(q.topic), msg); err != nil {
 			return fmt.Errorf("p2p: deliver %s to %s: %w", q.topic, q.peer, err)
 		}
 	}

@@ -115,3 +115,19 @@ func TestOutboxFrontSkipsNothing(t *testing.T) {
 		t.Fatalf("read %d records, %d were appended", len(seen), want)
 	}
 }
+
+// BenchmarkURLBatch is one URL batch encoded and decoded (the compressors
+// are reused between batches).
+func BenchmarkURLBatch(b *testing.B) {
+	recs := realisticBatch()
+	b.ReportAllocs()
+	for b.Loop() {
+		msg, err := encodeURLBatch(recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := decodeURLBatch(msg, 4<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

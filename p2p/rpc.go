@@ -104,10 +104,10 @@ func (n *Node) Send(ctx context.Context, p peer.ID, topic string, payload []byte
 		_, err := n.handleDeliverDecoded(ctx, p, topic, payload)
 		return err
 	}
-	msg := encodeDeliver(topic, payload)
+	head := deliverHead(topic)
 	backoff := time.Duration(0)
 	for {
-		_, _, err := n.call(ctx, p, n.protoDeliver, msg)
+		_, _, err := n.callParts(ctx, p, n.protoDeliver, head, payload)
 		if err == nil {
 			return nil
 		}

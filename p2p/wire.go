@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -43,14 +44,34 @@ const (
 )
 
 // writeFrame writes one length-prefixed frame.
-func writeFrame(w io.Writer, payload []byte) error {
-	var hdr [binary.MaxVarintLen64]byte
-	n := binary.PutUvarint(hdr[:], uint64(len(payload)))
-	if _, err := w.Write(append(hdr[:n:n], payload...)); err != nil {
+func writeFrame(w io.Writer, payload []byte) error { return writeFrameParts(w, nil, payload) }
+
+// writeFrameParts writes one frame whose payload is head then body, without
+// copying a large body behind the head: pages and search answers are
+// megabytes, and a copy of each was a large share of a node's allocation.
+// A small frame is still one Write.
+func writeFrameParts(w io.Writer, head, body []byte) error {
+	n := len(head) + len(body)
+	b := make([]byte, 0, binary.MaxVarintLen64+len(head)+min(len(body), frameCopyMax))
+	b = binary.AppendUvarint(b, uint64(n))
+	b = append(b, head...)
+	if len(body) <= frameCopyMax {
+		b, body = append(b, body...), nil
+	}
+	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("write frame: %w", err)
+	}
+	if len(body) > 0 {
+		if _, err := w.Write(body); err != nil {
+			return fmt.Errorf("write frame: %w", err)
+		}
 	}
 	return nil
 }
+
+// frameCopyMax: a frame's body up to this size is copied behind its head
+// and written at once; a larger one is written on its own.
+const frameCopyMax = 16 << 10
 
 // frameChunk is the first allocation for a frame's body.
 const frameChunk = 4 << 10
@@ -158,10 +179,9 @@ func encodeURLBatch(recs []URLRecord) ([]byte, error) {
 	}
 	var out bytes.Buffer
 	out.WriteByte(wireVersion)
-	zw, err := flate.NewWriter(&out, flate.BestCompression)
-	if err != nil {
-		return nil, fmt.Errorf("encode url batch: %w", err)
-	}
+	zw := flateWriters.Get().(*flate.Writer)
+	defer flateWriters.Put(zw)
+	zw.Reset(&out)
 	if _, err := zw.Write(body); err != nil {
 		return nil, fmt.Errorf("encode url batch: %w", err)
 	}
@@ -181,6 +201,21 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
+// flateWriters and flateReaders are URL batches' compressors, reused: a
+// writer at BestCompression allocates about a megabyte, and a crawling
+// node encodes and decodes batches all the time. Each is Reset before
+// use, so nothing of one batch reaches the next.
+var (
+	flateWriters = sync.Pool{New: func() any {
+		zw, err := flate.NewWriter(nil, flate.BestCompression)
+		if err != nil {
+			panic(err) // only for an invalid level
+		}
+		return zw
+	}}
+	flateReaders = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+)
+
 // decodeURLBatch decodes and validates a batch. maxBytes caps the inflated
 // size, so a compression bomb costs at most maxBytes of memory.
 func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
@@ -190,8 +225,11 @@ func decodeURLBatch(msg []byte, maxBytes int) ([]URLRecord, error) {
 	if msg[0] != wireVersion {
 		return nil, malformed("url batch version %d", msg[0])
 	}
-	zr := flate.NewReader(bytes.NewReader(msg[1:]))
-	defer zr.Close()
+	zr := flateReaders.Get().(io.ReadCloser)
+	defer flateReaders.Put(zr)
+	if err := zr.(flate.Resetter).Reset(bytes.NewReader(msg[1:]), nil); err != nil {
+		return nil, malformed("inflate url batch: %v", err)
+	}
 	body, err := io.ReadAll(io.LimitReader(zr, int64(maxBytes)+1))
 	if err != nil {
 		return nil, malformed("inflate url batch: %v", err)
@@ -308,9 +346,11 @@ const (
 // encodeResponse is the reply of every request/response protocol: a status
 // byte and a body (the payload on success, an error text otherwise).
 func encodeResponse(status byte, body []byte) []byte {
-	b := []byte{wireVersion, status}
-	return append(b, body...)
+	return append(responseHead(status), body...)
 }
+
+// responseHead is what a response's frame holds before its body.
+func responseHead(status byte) []byte { return []byte{wireVersion, status} }
 
 func decodeResponse(b []byte) (status byte, body []byte, err error) {
 	r := NewDecoder(b)
@@ -416,9 +456,14 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 // ---- deliver ------------------------------------------------------------------
 
 func encodeDeliver(topic string, payload []byte) []byte {
-	b := []byte{wireVersion}
-	b = AppendLenBytes(b, []byte(topic))
-	return append(b, payload...)
+	return append(deliverHead(topic), payload...)
+}
+
+// deliverHead is what a delivery's frame holds before its payload.
+func deliverHead(topic string) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(topic))
+	b = append(b, wireVersion)
+	return AppendLenBytes(b, []byte(topic))
 }
 
 func decodeDeliver(b []byte) (topic string, payload []byte, err error) {

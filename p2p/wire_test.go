@@ -167,3 +167,38 @@ func TestValidateRecord(t *testing.T) {
 		t.Error("encoder accepted an invalid record")
 	}
 }
+
+// countingWriter records the writes a frame takes.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.writes++; return w.Buffer.Write(p) }
+
+// A frame of a head and a body reads back as their concatenation, in one
+// write when the body is small and two when it is not.
+func TestWriteFrameParts(t *testing.T) {
+	for _, tc := range []struct {
+		head, body int
+		writes     int
+	}{
+		{0, 0, 1}, {3, 0, 1}, {0, 100, 1}, {3, frameCopyMax, 1}, {3, frameCopyMax + 1, 2}, {40, 1 << 20, 2},
+	} {
+		head, body := bytes.Repeat([]byte("h"), tc.head), bytes.Repeat([]byte("b"), tc.body)
+		var w countingWriter
+		if err := writeFrameParts(&w, head, body); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readFrame(bufio.NewReader(&w.Buffer), 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, append(head, body...)) {
+			t.Errorf("head %d, body %d: read %d bytes back, not the parts", tc.head, tc.body, len(got))
+		}
+		if w.writes != tc.writes {
+			t.Errorf("head %d, body %d: %d writes, want %d", tc.head, tc.body, w.writes, tc.writes)
+		}
+	}
+}

@@ -163,6 +163,7 @@ func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures, 
 		if p.alive() {
 			if st, err := p.status(ctx); err == nil {
 				nf.HostsOwned, nf.PagesStored, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs, st.Index.PostingsBytes
+				nf.PagesAnalysed, nf.FormsReplayed, nf.FormsRefused = st.Index.PutsAnalysed, st.Index.FormsReplayed, st.Index.FormsRefused
 			}
 		}
 		out = append(out, nf)

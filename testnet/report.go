@@ -145,7 +145,8 @@ type SearchReport struct {
 // NodeFigures is one node of the per_node array: what it holds (from its
 // status at the end: hosts_owned is the hosts its crawler knows and it
 // owns by its view, pages_stored its index's documents, postings_bytes
-// their encoded postings), what the final ownership gives it by the web's
+// their encoded postings; how many pages it analysed and how many it
+// stored from their owner's analysis, since its last start), what the final ownership gives it by the web's
 // truth (truth_hosts, truth_pages_required: ownershipOf), the requests the
 // web logged from its address, and what its processes cost (from /proc,
 // sampled every second, CPU summed over restarts; `sou testnet sim` runs
@@ -163,6 +164,13 @@ type NodeFigures struct {
 	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
 	RSSAnonPeakMB float64 `json:"rss_anon_peak_mb,omitempty"`
 	RSSFilePeakMB float64 `json:"rss_file_peak_mb,omitempty"`
+	// PagesAnalysed are the pages its index analysed to store them;
+	// FormsReplayed those it stored from their owner's analysed form
+	// without analysing them (replicas), FormsRefused received forms it
+	// could not use (index.Stats).
+	PagesAnalysed uint64 `json:"pages_analysed"`
+	FormsReplayed uint64 `json:"forms_replayed"`
+	FormsRefused  uint64 `json:"forms_refused"`
 }
 
 // SlowSearch is one search of the query phase and where its time went.

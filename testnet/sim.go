@@ -622,6 +622,7 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		rep.PerNode = append(rep.PerNode, NodeFigures{
 			Node: sn.index, Peer: st.PeerID, HostsOwned: st.OwnedHosts, PagesStored: st.Index.Docs,
 			PostingsBytes: st.Index.PostingsBytes, WebRequests: requests[sn.ip],
+			PagesAnalysed: st.Index.PutsAnalysed, FormsReplayed: st.Index.FormsReplayed, FormsRefused: st.Index.FormsRefused,
 		})
 	}
 	var docs, postings int64

@@ -85,8 +85,10 @@ func newNodeCmd() *cobra.Command {
 // flush encoding) push the peak further. The soft limit makes the
 // collector run sooner near it; the runtime caps the collector's CPU at
 // half the process, so a node whose live data outgrows the limit slows
-// down rather than dying. The C heap (gojieba's dictionaries, ~70 MB)
-// is outside the limit.
+// down rather than dying. The C heap (gojieba's dictionary, ~51 MB) is
+// outside the limit. A higher limit costs the collector less CPU but
+// takes a node's memory past 300 MB (measured in BENCHMARKS.md, "Analyse
+// once, a smaller dictionary").
 const defaultMemoryLimitMB = 224
 
 // setMemoryLimit applies --memory-limit-mb unless GOMEMLIMIT is set.

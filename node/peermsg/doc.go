@@ -16,5 +16,10 @@
 // caps titles at 1 KiB, headings at 64 of 512 bytes, text at 1 MiB), so
 // that nodes one version apart still understand each other.
 //
+// A pages message that carries analysed forms (Pages.Forms, what a replica
+// indexes a page from instead of analysing it) is version 2, any other
+// payload version 1: a node of version 1 refuses the forms' messages only.
+// The forms themselves are opaque here; index decodes and checks them.
+//
 // Each decoder has a fuzz target with a committed corpus (testdata/fuzz).
 package peermsg

@@ -11,7 +11,13 @@ import (
 	"sou/p2p"
 )
 
-const version = 1
+// version is what every payload but a pages message with analysed forms
+// starts with; such a pages message starts with versionForms (a node of
+// version 1 refuses it, and analyses the pages it gets without forms).
+const (
+	version      = 1
+	versionForms = 2
+)
 
 // Caps of one payload.
 const (
@@ -39,7 +45,10 @@ const (
 	maxAnchorBytes  = 2 << 10
 	// MaxRawBytes bounds a page's raw bytes in one message; a larger
 	// cached copy is cut by the sender.
-	MaxRawBytes        = 1536 << 10
+	MaxRawBytes = 1536 << 10
+	// MaxFormBytes bounds a page's analysed form; a sender leaves out a
+	// form that would make its message too large.
+	MaxFormBytes       = 2 << 20
 	maxHostRecordBytes = 64 << 10
 	maxRobotsBytes     = 2 << 20
 )
@@ -49,6 +58,12 @@ const (
 // sitemaps it read.
 type Pages struct {
 	Docs []*index.Document
+	// Forms are the pages' analysed forms as the sender's index made them
+	// (index.Index.Form): Forms[i] is Docs[i]'s, empty when the sender has
+	// none. A receiver indexes a page by replaying its form
+	// (index.Index.PutAnalysedBatch) instead of analysing it. nil when no
+	// page has one.
+	Forms [][]byte
 	// Fetched are URLs the owner settled without a page to store
 	// (redirects, errors, unindexed pages): a replica that takes the host
 	// over must not fetch them again either.
@@ -114,13 +129,33 @@ func EncodePages(m *Pages) ([]byte, error) {
 		return nil, fmt.Errorf("pages message over its caps: %d docs, %d markers, %d anchor URLs, %d sitemaps, %d queued",
 			len(m.Docs), len(m.Fetched), len(m.Anchors), len(m.Sitemaps), len(m.Queued))
 	}
-	b := []byte{version}
+	v := byte(version)
+	if len(m.Forms) > len(m.Docs) {
+		return nil, fmt.Errorf("pages message with %d forms for %d pages", len(m.Forms), len(m.Docs))
+	}
+	for _, f := range m.Forms {
+		if len(f) > MaxFormBytes {
+			return nil, fmt.Errorf("analysed form of %d bytes over its cap", len(f))
+		}
+		if len(f) > 0 {
+			v = versionForms
+		}
+	}
+	b := make([]byte, 0, pagesSize(m))
+	b = append(b, v)
 	b = binary.AppendUvarint(b, uint64(len(m.Docs)))
-	for _, d := range m.Docs {
+	for i, d := range m.Docs {
 		if err := checkDoc(d); err != nil {
 			return nil, fmt.Errorf("encode page: %w", err)
 		}
 		b = appendDoc(b, d)
+		if v == versionForms {
+			var f []byte
+			if i < len(m.Forms) {
+				f = m.Forms[i]
+			}
+			b = p2p.AppendLenBytes(b, f)
+		}
 	}
 	b = appendURLs(b, m.Fetched)
 	b = binary.AppendUvarint(b, uint64(len(m.Anchors)))
@@ -139,6 +174,47 @@ func EncodePages(m *Pages) ([]byte, error) {
 		b = appendURLs(b, m.Queued)
 	}
 	return b, nil
+}
+
+// pagesSize is about the encoded size of m, so that EncodePages allocates
+// a replica message once rather than doubling its way to megabytes.
+func pagesSize(m *Pages) int {
+	n := 64
+	for i, d := range m.Docs {
+		n += len(d.URL) + len(d.Host) + len(d.Title) + len(d.Body) + len(d.Lang) + len(d.ContentType) + len(d.Charset) + len(d.Raw) + 80
+		for _, h := range d.Headings {
+			n += len(h) + 3
+		}
+		for k, vs := range d.Header {
+			n += len(k) + 3
+			for _, v := range vs {
+				n += len(v) + 3
+			}
+		}
+		if i < len(m.Forms) {
+			n += len(m.Forms[i]) + 4
+		}
+	}
+	for _, fs := range [][]Fetched{m.Fetched, m.Queued} {
+		for _, f := range fs {
+			n += len(f.Host) + len(f.URL) + 4
+		}
+	}
+	for u, texts := range m.Anchors {
+		n += len(u) + 4
+		for _, t := range texts {
+			n += len(t) + 2
+		}
+	}
+	for _, sm := range m.Sitemaps {
+		n += len(sm.Host) + len(sm.URL) + 8
+		for _, us := range [][]string{sm.Listed, sm.Children} {
+			for _, u := range us {
+				n += len(u) + 2
+			}
+		}
+	}
+	return n
 }
 
 func appendURLs(b []byte, us []Fetched) []byte {
@@ -181,7 +257,10 @@ func readSitemap(r *p2p.Decoder) Sitemap {
 // DecodePages decodes a Pages payload.
 func DecodePages(b []byte) (*Pages, error) {
 	r := p2p.NewDecoder(b)
-	r.Version(version, "pages message")
+	v := r.Byte()
+	if r.Err() == nil && v != version && v != versionForms {
+		r.Fail("pages message version %d, want %d or %d", v, version, versionForms)
+	}
 	m := &Pages{}
 	// A document takes at least 40 bytes (its lengths, status, time,
 	// rank, hashes).
@@ -189,6 +268,18 @@ func DecodePages(b []byte) (*Pages, error) {
 		m.Docs = make([]*index.Document, 0, n)
 		for i := 0; i < n && r.Err() == nil; i++ {
 			m.Docs = append(m.Docs, readDoc(r))
+			if v != versionForms {
+				continue
+			}
+			if f := r.LenBytes(MaxFormBytes, "analysed form"); len(f) > 0 {
+				if m.Forms == nil {
+					m.Forms = make([][]byte, n)
+				}
+				m.Forms[i] = append([]byte(nil), f...)
+			}
+		}
+		if r.Err() == nil && v == versionForms && m.Forms == nil {
+			r.Fail("pages message of version %d without a form", v)
 		}
 	}
 	m.Fetched = readURLs(r, "marker")

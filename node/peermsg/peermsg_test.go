@@ -36,22 +36,41 @@ func samplePages() *Pages {
 	}
 }
 
+// formPages is samplePages with an analysed form for its first page.
+func formPages() *Pages {
+	m := samplePages()
+	m.Forms = [][]byte{[]byte("form of x.html"), nil}
+	return m
+}
+
 func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		pages   *Pages
+		version byte
+	}{
+		{samplePages(), version}, // without forms, what a node of version 1 reads
+		{formPages(), versionForms},
+	} {
+		pages := tc.pages
+		b, err := EncodePages(pages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != tc.version {
+			t.Errorf("pages with %d forms encoded as version %d, want %d", len(pages.Forms), b[0], tc.version)
+		}
+		got, err := DecodePages(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range got.Docs {
+			d.FetchedAt = d.FetchedAt.UTC()
+		}
+		if !reflect.DeepEqual(got, pages) {
+			t.Fatalf("pages round trip:\n got %+v\nwant %+v", got, pages)
+		}
+	}
 	pages := samplePages()
-	b, err := EncodePages(pages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodePages(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range got.Docs {
-		d.FetchedAt = d.FetchedAt.UTC()
-	}
-	if !reflect.DeepEqual(got, pages) {
-		t.Fatalf("pages round trip:\n got %+v\nwant %+v", got, pages)
-	}
 	m := Manifest{Hosts: []string{"a.test", "b.test:8080"}}
 	if got, err := DecodeManifest(EncodeManifest(m)); err != nil || !reflect.DeepEqual(got, m) {
 		t.Fatalf("manifest round trip: %+v, %v", got, err)
@@ -73,6 +92,16 @@ func TestRoundTrip(t *testing.T) {
 // TestEncodeRefusesWhatPeersRefuse: a sender never produces a payload its
 // peers' decoders reject.
 func TestEncodeRefusesWhatPeersRefuse(t *testing.T) {
+	for name, forms := range map[string][][]byte{
+		"form over its cap":     {make([]byte, MaxFormBytes+1)},
+		"more forms than pages": {[]byte("a"), []byte("b"), []byte("c")},
+	} {
+		m := samplePages()
+		m.Forms = forms
+		if _, err := EncodePages(m); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
 	for name, mutate := range map[string]func(d *index.Document){
 		"raw":    func(d *index.Document) { d.Raw = make([]byte, MaxRawBytes+1) },
 		"title":  func(d *index.Document) { d.Title = strings.Repeat("t", maxTitleBytes+1) },
@@ -131,12 +160,27 @@ func TestMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	withForms, err := EncodePages(formPages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// version 2 whose every form is empty.
+	one, err := EncodePages(&Pages{Docs: []*index.Document{{URL: "http://a.test/", Host: "a.test"}}, Forms: [][]byte{[]byte("FORM")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(one, []byte("\x04FORM"))
+	noForm := append(append(one[:i:i], 0), one[i+5:]...)
 	cases := map[string][]byte{
-		"empty":         nil,
-		"version":       append([]byte{9}, good[1:]...),
-		"truncated":     good[:len(good)-1],
-		"trailing":      append(bytes.Clone(good), 0),
-		"invalid utf-8": EncodeManifest(Manifest{Hosts: []string{"\xff"}}),
+		"empty":                      nil,
+		"version":                    append([]byte{9}, good[1:]...),
+		"truncated":                  good[:len(good)-1],
+		"trailing":                   append(bytes.Clone(good), 0),
+		"invalid utf-8":              EncodeManifest(Manifest{Hosts: []string{"\xff"}}),
+		"forms, read as version 1":   append([]byte{version}, withForms[1:]...),
+		"version 1, read with forms": append([]byte{versionForms}, good[1:]...),
+		"forms truncated":            withForms[:len(withForms)-1],
+		"version 2 without a form":   noForm,
 	}
 	for name, b := range cases {
 		_, err1 := DecodePages(b)
@@ -198,4 +242,17 @@ func BenchmarkDecodePages(b *testing.B) {
 			}
 		}
 	})
+}
+
+// EncodePages allocates a message once: pagesSize is never short.
+func TestPagesSizeCoversTheEncoding(t *testing.T) {
+	for name, m := range map[string]*Pages{"sample": samplePages(), "forms": formPages(), "bench": benchPages(), "empty": {}} {
+		b, err := EncodePages(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est := pagesSize(m); est < len(b) {
+			t.Errorf("%s: estimated %d bytes, encoded %d", name, est, len(b))
+		}
+	}
 }
