@@ -278,9 +278,9 @@ func DecodePages(b []byte) (*Pages, error) {
 				m.Forms[i] = append([]byte(nil), f...)
 			}
 		}
-		if r.Err() == nil && v == versionForms && m.Forms == nil {
-			r.Fail("pages message of version %d without a form", v)
-		}
+	}
+	if r.Err() == nil && v == versionForms && m.Forms == nil {
+		r.Fail("pages message of version %d without a form", v)
 	}
 	m.Fetched = readURLs(r, "marker")
 	if n := r.Count(MaxAnchorURLs, 2, "anchor URL count"); n > 0 {

@@ -169,6 +169,11 @@ func TestMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noPages, err := EncodePages(&Pages{Fetched: []Fetched{{Host: "a.test", URL: "http://a.test/gone"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noPages[0] = versionForms
 	i := bytes.Index(one, []byte("\x04FORM"))
 	noForm := append(append(one[:i:i], 0), one[i+5:]...)
 	cases := map[string][]byte{
@@ -181,6 +186,7 @@ func TestMalformed(t *testing.T) {
 		"version 1, read with forms": append([]byte{versionForms}, good[1:]...),
 		"forms truncated":            withForms[:len(withForms)-1],
 		"version 2 without a form":   noForm,
+		"version 2 without pages":    noPages,
 	}
 	for name, b := range cases {
 		_, err1 := DecodePages(b)
