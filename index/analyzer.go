@@ -3,6 +3,7 @@ package index
 import (
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -37,6 +38,9 @@ type Analyzer struct {
 	// through stems, which all the analyzer's variants share.
 	stem  bool
 	stems *stemCache
+	// scratch holds *analyzeScratch for run (shared by the variants; nil:
+	// run allocates its own).
+	scratch *sync.Pool
 	// version and unfoldedVersion are Version with and without fold.
 	version, unfoldedVersion string
 }
@@ -52,7 +56,7 @@ func (a *Analyzer) Version() string { return a.version }
 // the analyzer did before folding, for measuring what folding does and for
 // testing nodes whose analyzers differ.
 func (a *Analyzer) WithoutScriptFolding() *Analyzer {
-	return &Analyzer{jieba: a.jieba, stem: a.stem, stems: a.stems, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
+	return &Analyzer{jieba: a.jieba, stem: a.stem, stems: a.stems, scratch: a.scratch, version: a.unfoldedVersion, unfoldedVersion: a.unfoldedVersion}
 }
 
 // WithoutStemming returns an analyzer that keeps English words as written
@@ -119,6 +123,32 @@ func (a *Analyzer) analyzeSpans(text string, query bool, page script) []span {
 }
 
 // segment is one stretch of the normalized text: a word token or a Han run.
+// analyzeScratch is run's segment list and jieba buffer, reused from call
+// to call: sized for the text (a segment per six bytes), they were a
+// quarter of a crawling node's allocation in analysis.
+type analyzeScratch struct {
+	segs []segment
+	han  []byte
+}
+
+// scratchKeepBytes: scratch that grew past this (a huge page) is dropped
+// rather than kept for the next text.
+const scratchKeepBytes = 1 << 20
+
+func (a *Analyzer) getScratch() *analyzeScratch {
+	if a.scratch == nil {
+		return &analyzeScratch{}
+	}
+	return a.scratch.Get().(*analyzeScratch)
+}
+
+func (a *Analyzer) putScratch(sc *analyzeScratch) {
+	if a.scratch == nil || 32*cap(sc.segs)+cap(sc.han) > scratchKeepBytes {
+		return
+	}
+	a.scratch.Put(sc)
+}
+
 type segment struct {
 	start, end int // in the normalized text
 	han        bool
@@ -331,8 +361,10 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 			}
 		}
 	}
-	segs := make([]segment, 0, len(s)/6+1)
-	var han []byte
+	sc := a.getScratch()
+	defer a.putScratch(sc)
+	segs, han := sc.segs[:0], sc.han[:0]
+	defer func() { sc.segs, sc.han = segs, han }()
 	for i := 0; i < len(s); {
 		r, sz := runeAt(s, i)
 		switch {

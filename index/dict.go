@@ -115,6 +115,7 @@ func loadAnalyzer(overrideDir string) (*Analyzer, error) {
 		fold:            fold,
 		stem:            true,
 		stems:           &stemCache{},
+		scratch:         &sync.Pool{New: func() any { return &analyzeScratch{} }},
 		version:         fmt.Sprintf("%d-%s", analyzerAlgorithm, hex.EncodeToString(h.Sum(nil)[:6])),
 		unfoldedVersion: fmt.Sprintf("%d-%s-unfolded", analyzerAlgorithm, hex.EncodeToString(dictHash[:6])),
 	}, nil

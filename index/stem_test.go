@@ -2,6 +2,7 @@ package index
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,4 +58,37 @@ func BenchmarkStem(b *testing.B) {
 			c.stem(words[i%len(words)])
 		}
 	})
+}
+
+// Analyses that reuse the analyzer's scratch from several goroutines at
+// once give what an analyzer without it gives, texts large and small,
+// Chinese (both scripts) and English, interleaved (run with -race).
+func TestAnalyzeScratchReuse(t *testing.T) {
+	shared := SharedAnalyzer()
+	fresh := *shared
+	fresh.scratch = nil
+	texts := []string{
+		"我們的資訊檢索系統：設定檔案與巨集，列印設定。",
+		strings.Repeat("搜索引擎的索引 search engines index pages ", 400),
+		"e-mail user@example.com at&t node.js .NET 3.14",
+		strings.Repeat("插入信封 inserting envelopes ", 3000),
+		"",
+	}
+	want := make([][]Token, len(texts))
+	for i, s := range texts {
+		want[i] = fresh.Analyze(s)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 40 {
+				i := (k*7 + g) % len(texts)
+				if got := shared.Analyze(texts[i]); !slices.Equal(got, want[i]) {
+					t.Errorf("text %d: %d tokens with reused scratch, %d without", i, len(got), len(want[i]))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
