@@ -124,8 +124,8 @@ func (a *Analyzer) analyzeSpans(text string, query bool, page script) []span {
 
 // segment is one stretch of the normalized text: a word token or a Han run.
 // analyzeScratch is run's segment list and jieba buffer, reused from call
-// to call: sized for the text (a segment per six bytes), they were a
-// quarter of a crawling node's allocation in analysis.
+// to call: sized for the text, they would otherwise be allocated anew for
+// every field of every page (BENCHMARKS.md, "Analyse once").
 type analyzeScratch struct {
 	segs []segment
 	han  []byte

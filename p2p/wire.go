@@ -47,9 +47,8 @@ const (
 func writeFrame(w io.Writer, payload []byte) error { return writeFrameParts(w, nil, payload) }
 
 // writeFrameParts writes one frame whose payload is head then body, without
-// copying a large body behind the head: pages and search answers are
-// megabytes, and a copy of each was a large share of a node's allocation.
-// A small frame is still one Write.
+// copying a large body behind the head: replica messages and search
+// answers run to megabytes. A small frame is still one Write.
 func writeFrameParts(w io.Writer, head, body []byte) error {
 	n := len(head) + len(body)
 	b := make([]byte, 0, binary.MaxVarintLen64+len(head)+min(len(body), frameCopyMax))
