@@ -156,22 +156,13 @@ func (c *formCache) pushFront(e *formEntry) {
 
 // get returns the form of the page at u stored as docID id, for a
 // re-index (counted in hits and misses).
-func (c *formCache) get(u string, id uint32) *analysedForm {
-	f := c.lookup(u, id)
-	if c.enabled() {
-		c.mu.Lock()
-		if f != nil {
-			c.hits++
-		} else {
-			c.misses++
-		}
-		c.mu.Unlock()
-	}
-	return f
-}
+func (c *formCache) get(u string, id uint32) *analysedForm { return c.find(u, id, true) }
 
 // lookup returns the form of the page at u stored as docID id, or nil.
-func (c *formCache) lookup(u string, id uint32) *analysedForm {
+func (c *formCache) lookup(u string, id uint32) *analysedForm { return c.find(u, id, false) }
+
+// find is get (count set) and lookup: the form, moved to the front.
+func (c *formCache) find(u string, id uint32, count bool) *analysedForm {
 	if !c.enabled() {
 		return nil
 	}
@@ -179,7 +170,13 @@ func (c *formCache) lookup(u string, id uint32) *analysedForm {
 	defer c.mu.Unlock()
 	e, ok := c.m[u]
 	if !ok || e.id != id {
+		if count {
+			c.misses++
+		}
 		return nil
+	}
+	if count {
+		c.hits++
 	}
 	c.unlink(e)
 	c.pushFront(e)

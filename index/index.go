@@ -764,14 +764,14 @@ func (ix *Index) PutBatch(ctx context.Context, docs []*Document) error {
 func (ix *Index) PutAnalysedBatch(ctx context.Context, docs []*Document, forms [][]byte) error {
 	prepared := make([]*preparedDoc, len(docs))
 	errs := make([]error, len(docs))
-	formOf := func(i int) []byte {
+	formAt := func(i int) []byte {
 		if i < len(forms) {
 			return forms[i]
 		}
 		return nil
 	}
 	return inWindows(ctx, len(docs),
-		func(i int) { prepared[i], errs[i] = ix.prepare(docs[i], formOf(i)) },
+		func(i int) { prepared[i], errs[i] = ix.prepare(docs[i], formAt(i)) },
 		func(lo, hi int) error {
 			var err error
 			for i := lo; i < hi; i++ {

@@ -112,12 +112,7 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 			if len(form) > peermsg.MaxFormBytes || size+docBytes(d)+len(form) > bytesPerMessage {
 				form = nil
 			}
-			if len(form) > 0 && m.Forms == nil {
-				m.Forms = make([][]byte, len(m.Docs), pagesPerMessage)
-			}
-			if m.Forms != nil {
-				m.Forms = append(m.Forms, form)
-			}
+			m.Forms = append(m.Forms, form)
 			m.Docs = append(m.Docs, d)
 			size += docBytes(d) + len(form)
 		case recMarker:

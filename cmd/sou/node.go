@@ -87,8 +87,8 @@ func newNodeCmd() *cobra.Command {
 // half the process, so a node whose live data outgrows the limit slows
 // down rather than dying. The C heap (gojieba's dictionary, ~51 MB) is
 // outside the limit. A higher limit costs the collector less CPU but
-// takes a node's memory past 300 MB (measured in BENCHMARKS.md, "Analyse
-// once, a smaller dictionary").
+// takes a node's memory past its target (BENCHMARKS.md, "Analyse once, a
+// smaller dictionary").
 const defaultMemoryLimitMB = 224
 
 // setMemoryLimit applies --memory-limit-mb unless GOMEMLIMIT is set.
