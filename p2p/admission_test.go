@@ -36,6 +36,7 @@ func TestHostileStrangerRefusedEverywhere(t *testing.T) {
 		string(victim.protoSearch):  framed(encodeSearchRequest(time.Second, []byte("q"))),
 		string(victim.protoDeliver): framed(encodeDeliver("replica/1", []byte("pages"))),
 		string(victim.protoClaim):   framed(encodeClaim(claimRequest{Hops: 1, Key: []byte("k"), Value: "http://a.test/"})),
+		string(victim.protoClaims):  framed(encodeClaimBatch([]claimEntry{{Key: []byte("k"), Value: "http://a.test/"}})),
 	}
 	before := victim.Stats()
 	for _, proto := range allProtocols(victim) {

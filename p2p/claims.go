@@ -38,9 +38,13 @@ type claims struct {
 	mem        *membership    // the view: where a key lives, who holds a host
 	limits     *peerLimits    // the origins' claim allowances
 	call       caller
-	proto      protocol.ID
+	proto      protocol.ID // signed claims, routed
+	batchProto protocol.ID // batches of the stream peer's own claims
 	intakeGate func() error
 	refusalLog *rate.Limiter
+	ctx        context.Context   // the node's: ends at Close
+	spawn      func(func()) bool // runs a goroutine the node waits for; false once closed
+	batcher    claimBatcher
 
 	mu sync.Mutex // one read-modify-write of a winner at a time
 }
@@ -54,12 +58,14 @@ type claims struct {
 // duplicate (one that won earlier and was beaten later keeps what it did).
 //
 // value must be an absolute URL on a host this node holds (owns or
-// replicates): the claim is signed with the node's identity key, and every
-// node on its way refuses it (as a *RemoteError) unless the signer is among
-// the Replicas closest members to the URL's host by that node's view
-// (with the signer added, so that a member not yet heard of is judged
-// fairly). A peer cannot claim, and so suppress, pages on hosts honest
-// peers own.
+// replicates). The claim goes to the registry in a batch of this node's
+// claims (claimbatch.go), which the registry accepts from this node only
+// for hosts it holds; where the registry's view differs, or the batch
+// fails in transport, the claim is signed with the node's identity key
+// and routed, and every node on its way refuses it (as a *RemoteError)
+// unless the signer is among the Replicas closest members to the URL's
+// host by that node's view. A peer cannot claim, and so suppress, pages
+// on hosts honest peers own.
 func (n *Node) Claim(ctx context.Context, key []byte, value string) (string, error) {
 	return n.claims.register(ctx, key, value)
 }
@@ -73,6 +79,30 @@ func (c *claims) register(ctx context.Context, key []byte, value string) (string
 	}
 	if c.priv == nil {
 		return "", errors.New("p2p: claim: the host has no private key to sign with")
+	}
+	return c.claimVia(ctx, c.mem.view().ownerOfKey(dataKey(key)), key, value)
+}
+
+// claimVia claims at target, the key's registry by this node's view: in
+// a batch, and the signed, routed way if target answers that it is not
+// the registry by its view or the batch fails in transport.
+func (c *claims) claimVia(ctx context.Context, target peer.ID, key []byte, value string) (string, error) {
+	if target != c.mem.self() && c.batchProto != "" {
+		a, err := c.batcher.claimAt(ctx, target, claimEntry{Key: key, Value: value})
+		switch {
+		case ctx.Err() != nil:
+			return "", fmt.Errorf("p2p: claim: %w", ctx.Err())
+		case errors.As(err, new(*RemoteError)):
+			return "", err // the registry refused the whole batch (its intake gate)
+		case err != nil:
+			c.log.Debug("claim batch failed; claiming the routed way", "registry", target, "err", err)
+		case a.Status == claimWon:
+			return a.Winner, nil
+		case a.Status == claimRefused:
+			return "", &RemoteError{Peer: target, Msg: fmt.Sprintf("claim refused: %s does not hold the host of %q", c.mem.self(), value), Refused: true}
+		case a.Status == claimThrottled:
+			return "", &RemoteError{Peer: target, Msg: fmt.Sprintf("claim refused: %s is over its claim rate", c.mem.self()), Refused: true}
+		}
 	}
 	req := claimRequest{Key: key, Value: value}
 	if err := signClaim(&req, c.cfg.Network, c.priv); err != nil {
@@ -159,33 +189,43 @@ func claimBeats(a, b string) bool {
 // store keeps value under key unless the stored winner beats it, and
 // returns the winner.
 func (c *claims) store(key []byte, value string) (string, error) {
-	dk := dataKey(key)
-	k := append([]byte(claimPrefix), dk[:]...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	winner := value
+	var winner string
 	err := c.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(k)
-		if err == nil {
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			if !claimBeats(value, string(v)) {
-				winner = string(v)
-				return nil
-			}
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		e := badger.NewEntry(k, []byte(value))
-		if c.cfg.ClaimTTL > 0 {
-			e = e.WithTTL(c.cfg.ClaimTTL)
-		}
-		return txn.SetEntry(e)
+		var err error
+		winner, err = claimUpdate(txn, key, value, c.cfg.ClaimTTL)
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("p2p: claim: %w", err)
 	}
 	return winner, nil
+}
+
+// claimUpdate stores value under key in txn unless the winner stored
+// there beats it, and returns the winner.
+func claimUpdate(txn *badger.Txn, key []byte, value string, ttl time.Duration) (string, error) {
+	dk := dataKey(key)
+	k := append([]byte(claimPrefix), dk[:]...)
+	item, err := txn.Get(k)
+	if err == nil {
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return "", err
+		}
+		if !claimBeats(value, string(v)) {
+			return string(v), nil
+		}
+	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		return "", err
+	}
+	e := badger.NewEntry(k, []byte(value))
+	if ttl > 0 {
+		e = e.WithTTL(ttl)
+	}
+	if err := txn.SetEntry(e); err != nil {
+		return "", err
+	}
+	return value, nil
 }

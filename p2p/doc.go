@@ -135,7 +135,7 @@
 //
 // # Members only
 //
-// Every protocol (URLs, search, deliver, claim) serves members only: a
+// Every protocol (URLs, search, deliver, claim, claims) serves members only: a
 // stream from a peer that is not a member is reset before its frame is
 // read and before any per-peer state is made (Stats.NonMemberStreams). An
 // honest peer not admitted yet is refused like a stranger and retries.
@@ -216,6 +216,17 @@
 //     hop's view), and then charges the origin's claim allowance. A peer
 //     therefore cannot claim, and so suppress as duplicates, pages on hosts
 //     honest peers own. (1.0.0 carried no origin and is gone.)
+//   - /sou/<network>/claims/1.0.0: a batch of the sender's own claims
+//     (claimbatch.go): version, count (1 to 512), then each claim's key
+//     and value. The stream's peer is the origin, so nothing is signed;
+//     the receiver answers each claim (version, count, then a status
+//     byte per claim: won with the winning value, refused, throttled, or
+//     not here when it is not the key's registry by its view) after the
+//     checks of claim/2.0.0, and stores the batch in one transaction. A
+//     node sends its claims this way to their registry by its view, one
+//     batch per registry in flight, and the claims made meanwhile go in
+//     the next; a claim answered "not here", or whose batch failed in
+//     transport, goes the signed, routed way of claim/2.0.0.
 //   - heartbeat (pubsub): version, flags (bit 0 leaving), sender time in ms,
 //     addresses (≤ 64, binary multiaddrs), load (pages, frontier, hosts,
 //     outbox depth) as uvarints.
@@ -253,7 +264,7 @@
 //
 // Field caps: URL 8 KiB, anchor 1 KiB, source host 300 B, 100,000 records
 // per batch, claim key 1 KiB, value 8 KiB, public key and signature 1 KiB
-// each; gossip messages 64 KiB.
+// each, 512 claims per claim batch; gossip messages 64 KiB.
 //
 // # Badger keys (all under "p:")
 //

@@ -92,6 +92,42 @@ func FuzzDecodeClaim(f *testing.F) {
 	})
 }
 
+func FuzzDecodeClaimBatch(f *testing.F) {
+	f.Add(encodeClaimBatch([]claimEntry{{Key: []byte("fp"), Value: "http://a.test/"}, {Key: []byte("fp2"), Value: "http://b.test/x"}}))
+	f.Add(encodeClaimBatch([]claimEntry{{Key: []byte("k"), Value: ""}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := decodeClaimBatch(b)
+		if err != nil {
+			return
+		}
+		if len(es) == 0 || len(es) > maxClaimBatch {
+			t.Fatalf("decoded a batch of %d claims", len(es))
+		}
+		es2, err := decodeClaimBatch(encodeClaimBatch(es))
+		if err != nil || !reflect.DeepEqual(es, es2) {
+			t.Fatalf("round trip changed the batch: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeClaimAnswers(f *testing.F) {
+	f.Add(encodeClaimAnswers([]claimAnswer{{Status: claimWon, Winner: "http://a.test/"}, {Status: claimRefused}, {Status: claimNotHere}, {Status: claimThrottled}}), 4)
+	f.Add(encodeClaimAnswers([]claimAnswer{{Status: claimWon}}), 1)
+	f.Fuzz(func(t *testing.T, b []byte, want int) {
+		as, err := decodeClaimAnswers(b, want)
+		if err != nil {
+			return
+		}
+		if len(as) != want {
+			t.Fatalf("%d answers decoded for %d claims", len(as), want)
+		}
+		as2, err := decodeClaimAnswers(encodeClaimAnswers(as), want)
+		if err != nil || !reflect.DeepEqual(as, as2) {
+			t.Fatalf("round trip changed the answers: %v", err)
+		}
+	})
+}
+
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add(encodeResponse(statusOK, []byte("body")))
 	f.Add(encodeResponse(statusError, []byte("boom")))

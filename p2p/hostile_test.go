@@ -110,7 +110,7 @@ func framed(payload []byte) []byte {
 }
 
 func allProtocols(n *testNode) []protocol.ID {
-	return []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim}
+	return []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims}
 }
 
 // A member claims content fingerprints for URLs on hosts it does not hold
@@ -604,6 +604,9 @@ func TestHostileMalformedInputOnEveryProtocol(t *testing.T) {
 		case victim.protoClaim:
 			as = append(as, attack{"garbage claim", framed(garbage), true},
 				attack{"unsigned claim", framed(encodeClaim(claimRequest{Hops: 1, Key: []byte("k"), Value: "http://a.test/"})), true})
+		case victim.protoClaims:
+			as = append(as, attack{"garbage claim batch", framed(garbage), true},
+				attack{"claim batch of a non-URL", framed(encodeClaimBatch([]claimEntry{{Key: []byte("k"), Value: "::"}})), true})
 		}
 		return as
 	}

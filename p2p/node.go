@@ -52,14 +52,17 @@ type Node struct {
 	sub      *pubsub.Subscription
 	mdns     interface{ Close() error }
 
-	protoURLs, protoSearch, protoDeliver, protoClaim protocol.ID
-	topicName                                        string
+	protoURLs, protoSearch, protoDeliver, protoClaim, protoClaims protocol.ID
+	topicName                                                     string
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	closed atomic.Bool
-	start  time.Time
+	// spawnMu orders goIfOpen against Close: no goroutine is added once
+	// Close waits for them.
+	spawnMu sync.Mutex
+	closed  atomic.Bool
+	start   time.Time
 
 	// mu guards the search and deliver handlers.
 	mu       sync.Mutex
@@ -88,6 +91,7 @@ type counters struct {
 	streamsRefused, streamsTimedOut, urlBatchesRefused, claimsRefused         atomic.Uint64
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
 	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
+	claimBatchesSent, claimsBatched, claimBatchesReceived                     atomic.Uint64
 	relayersBanned                                                            atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
@@ -146,6 +150,10 @@ type Stats struct {
 	// ClaimsThrottled counts claims refused because their origin exceeded
 	// ClaimRate.
 	ClaimsThrottled uint64
+	// ClaimBatchesSent counts batches of this node's claims answered by
+	// their registry, ClaimsBatched the claims in them;
+	// ClaimBatchesReceived the batches this node answered.
+	ClaimBatchesSent, ClaimsBatched, ClaimBatchesReceived uint64
 	// OutboxFull counts records refused or dropped because a peer's outbox
 	// held MaxOutboxPerPeer records.
 	OutboxFull uint64
@@ -169,10 +177,11 @@ type Stats struct {
 
 // ProtocolIDs are the stream protocols of a network: URL batches, search,
 // deliver and claim.
-func ProtocolIDs(network string) (urls, search, deliver, claim protocol.ID) {
+func ProtocolIDs(network string) (urls, search, deliver, claim, claims protocol.ID) {
 	base := "/sou/" + network
 	return protocol.ID(base + "/urls/1.0.0"), protocol.ID(base + "/search/1.0.0"),
-		protocol.ID(base + "/deliver/1.0.0"), protocol.ID(base + "/claim/2.0.0")
+		protocol.ID(base + "/deliver/1.0.0"), protocol.ID(base + "/claim/2.0.0"),
+		protocol.ID(base + "/claims/1.0.0")
 }
 
 // MembershipTopic is the GossipSub topic of a network's heartbeats. Its
@@ -208,7 +217,7 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		deliverH:   map[string]func(context.Context, peer.ID, []byte) error{},
 		start:      time.Now(),
 	}
-	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim = ProtocolIDs(cfg.Network)
+	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims = ProtocolIDs(cfg.Network)
 	n.topicName = MembershipTopic(cfg.Network)
 	// The node's goroutines live until Close, not until the caller's ctx
 	// (which may be a startup deadline).
@@ -308,12 +317,15 @@ func (n *Node) startRest(ctx context.Context) error {
 	}
 	n.claims = &claims{
 		cfg: n.cfg, log: n.log, st: &n.st, db: n.db, priv: priv, mem: n.mem, limits: n.limits,
-		call: n.call, proto: n.protoClaim, intakeGate: n.opts.intakeGate, refusalLog: n.refusalLog,
+		call: n.call, proto: n.protoClaim, batchProto: n.protoClaims, intakeGate: n.opts.intakeGate, refusalLog: n.refusalLog,
+		ctx: n.ctx, spawn: n.goIfOpen,
 	}
+	n.claims.batcher.c = n.claims
 	n.h.SetStreamHandler(n.protoURLs, n.streamHandler(n.urls.handleURLs))
 	n.h.SetStreamHandler(n.protoSearch, n.streamHandler(n.handleSearch))
 	n.h.SetStreamHandler(n.protoDeliver, n.streamHandler(n.handleDeliver))
 	n.h.SetStreamHandler(n.protoClaim, n.streamHandler(n.claims.handle))
+	n.h.SetStreamHandler(n.protoClaims, n.streamHandler(n.claims.handleBatch))
 
 	var boot []peer.AddrInfo
 	for _, s := range n.cfg.Bootstrap {
@@ -407,6 +419,18 @@ func (n *Node) goLoop(f func()) {
 	}()
 }
 
+// goIfOpen runs f on a goroutine that Close waits for, unless the node
+// is closing (then it reports false).
+func (n *Node) goIfOpen(f func()) bool {
+	n.spawnMu.Lock()
+	defer n.spawnMu.Unlock()
+	if n.closed.Load() {
+		return false
+	}
+	n.goLoop(f)
+	return true
+}
+
 type mdnsNotifee struct{ n *Node }
 
 func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
@@ -477,6 +501,8 @@ func (n *Node) close(announce bool) error {
 	// starts (wg.Add) once Close proceeds to wg.Wait.
 	n.outbox.mu.Lock()
 	n.outbox.mu.Unlock() //nolint:staticcheck // empty critical section is the barrier
+	n.spawnMu.Lock()
+	n.spawnMu.Unlock() //nolint:staticcheck // the same barrier for goIfOpen
 
 	if announce && n.mem.topic != nil && n.mem.leave() {
 		// Publish only queues the message; give it a moment to reach the
@@ -485,7 +511,7 @@ func (n *Node) close(announce bool) error {
 	}
 	var errs []error
 	if n.h != nil {
-		for _, p := range []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim} {
+		for _, p := range []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims} {
 			n.h.RemoveStreamHandler(p)
 		}
 	}
@@ -573,6 +599,9 @@ func (n *Node) Stats() Stats {
 		HeartbeatsIgnored:    n.st.heartbeatsIgnored.Load(),
 		CandidateDialsFailed: n.st.candidateDialsFailed.Load(),
 		ClaimsThrottled:      n.st.claimsThrottled.Load(),
+		ClaimBatchesSent:     n.st.claimBatchesSent.Load(),
+		ClaimsBatched:        n.st.claimsBatched.Load(),
+		ClaimBatchesReceived: n.st.claimBatchesReceived.Load(),
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),

@@ -19,7 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-func openDB(t *testing.T, dir string) *badger.DB {
+func openDB(t testing.TB, dir string) *badger.DB {
 	t.Helper()
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
 	if err != nil {
@@ -49,7 +49,7 @@ type testNode struct {
 
 // startNode starts a node with its own data dir and DB (closed by
 // t.Cleanup, after the node).
-func startNode(t *testing.T, mutate func(*Config), boot []*testNode, opts ...Option) *testNode {
+func startNode(t testing.TB, mutate func(*Config), boot []*testNode, opts ...Option) *testNode {
 	t.Helper()
 	dir := t.TempDir()
 	db := openDB(t, filepath.Join(dir, "db"))
@@ -57,7 +57,7 @@ func startNode(t *testing.T, mutate func(*Config), boot []*testNode, opts ...Opt
 	return restartNode(t, dir, db, mutate, boot, opts...)
 }
 
-func restartNode(t *testing.T, dir string, db *badger.DB, mutate func(*Config), boot []*testNode, opts ...Option) *testNode {
+func restartNode(t testing.TB, dir string, db *badger.DB, mutate func(*Config), boot []*testNode, opts ...Option) *testNode {
 	t.Helper()
 	cfg := testConfig(dir)
 	for _, b := range boot {
@@ -76,7 +76,7 @@ func restartNode(t *testing.T, dir string, db *badger.DB, mutate func(*Config), 
 	return &testNode{Node: n, db: db, dir: dir}
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -582,7 +582,7 @@ func TestSendDeliversAndReportsHandlerErrors(t *testing.T) {
 
 // heldURL returns a URL on a host that holder holds (is among the R
 // closest of all to), so that holder may claim it.
-func heldURL(t *testing.T, all []peer.ID, holder peer.ID, r int, tag string) string {
+func heldURL(t testing.TB, all []peer.ID, holder peer.ID, r int, tag string) string {
 	t.Helper()
 	for i := 0; i < 20000; i++ {
 		h := fmt.Sprintf("held%d.test", i)

@@ -523,6 +523,109 @@ func decodeClaim(b []byte) (claimRequest, error) {
 	return c, nil
 }
 
+// ---- claim batches -------------------------------------------------------------
+
+// A claim batch (claims/1.0.0) carries claims of the stream's own peer
+// only, for keys the receiver is the registry of by the sender's view:
+// the sender is the origin, authenticated by the connection, so the
+// claims are not signed and are never forwarded. Request: version, count,
+// then each claim's key and value. Answer: version, count (the request's),
+// then per claim a status byte, followed by the winning value for
+// claimWon.
+const (
+	maxClaimBatch      = 512
+	maxClaimBatchBytes = 1 << 20 // a sender's budget for keys and values of one batch
+
+	claimWon       = 0 // the registry's winner follows
+	claimRefused   = 1 // the origin does not hold the URL's host
+	claimNotHere   = 2 // the receiver is not the key's registry by its view
+	claimThrottled = 3 // the origin is over its claim allowance
+)
+
+type claimEntry struct {
+	Key   []byte
+	Value string
+}
+
+type claimAnswer struct {
+	Status byte
+	Winner string // with claimWon
+}
+
+func encodeClaimBatch(es []claimEntry) []byte {
+	n := 1 + binary.MaxVarintLen64
+	for _, e := range es {
+		n += 2*binary.MaxVarintLen64 + len(e.Key) + len(e.Value)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, wireVersion)
+	b = binary.AppendUvarint(b, uint64(len(es)))
+	for _, e := range es {
+		b = AppendLenBytes(b, e.Key)
+		b = AppendLenBytes(b, []byte(e.Value))
+	}
+	return b
+}
+
+// decodeClaimBatch decodes a batch whose every claim has a key and a
+// value within the caps; the values are not parsed yet.
+func decodeClaimBatch(b []byte) ([]claimEntry, error) {
+	r := NewDecoder(b)
+	r.Version(wireVersion, "claim batch")
+	n := r.Count(maxClaimBatch, 3, "claims") // key length, one key byte, value length
+	if r.Err() == nil && n == 0 {
+		return nil, malformed("empty claim batch")
+	}
+	es := make([]claimEntry, n)
+	for i := range es {
+		es[i].Key = r.LenBytes(maxClaimKeyBytes, "claim key")
+		es[i].Value = string(r.LenBytes(maxClaimValueBytes, "claim value"))
+		if r.Err() == nil && len(es[i].Key) == 0 {
+			return nil, malformed("empty claim key")
+		}
+	}
+	if err := r.Done("claim batch"); err != nil {
+		return nil, err
+	}
+	return es, nil
+}
+
+func encodeClaimAnswers(as []claimAnswer) []byte {
+	b := []byte{wireVersion}
+	b = binary.AppendUvarint(b, uint64(len(as)))
+	for _, a := range as {
+		b = append(b, a.Status)
+		if a.Status == claimWon {
+			b = AppendLenBytes(b, []byte(a.Winner))
+		}
+	}
+	return b
+}
+
+// decodeClaimAnswers decodes the answer to a batch of want claims.
+func decodeClaimAnswers(b []byte, want int) ([]claimAnswer, error) {
+	r := NewDecoder(b)
+	r.Version(wireVersion, "claim answers")
+	n := r.Count(maxClaimBatch, 1, "claim answers")
+	if r.Err() == nil && n != want {
+		return nil, malformed("%d claim answers for %d claims", n, want)
+	}
+	as := make([]claimAnswer, n)
+	for i := range as {
+		switch as[i].Status = r.Byte(); as[i].Status {
+		case claimWon:
+			as[i].Winner = string(r.LenBytes(maxClaimValueBytes, "claim winner"))
+		case claimRefused, claimNotHere, claimThrottled:
+		default:
+			r.Fail("claim answer status %d", as[i].Status)
+		}
+	}
+	if err := r.Done("claim answers"); err != nil {
+		return nil, err
+	}
+	return as, nil
+}
+
 // claimSigningBytes is what a claim's origin signs: a domain separator,
 // the network (a claim is not valid in another network), key and value.
 func claimSigningBytes(network string, key []byte, value string) []byte {

@@ -138,6 +138,69 @@ func TestDecodersRejectGarbage(t *testing.T) {
 
 func batchErr(b []byte) error { _, err := decodeURLBatch(b, 1<<20); return err }
 
+func TestClaimBatchWire(t *testing.T) {
+	es := []claimEntry{{Key: []byte("fp-1"), Value: "http://a.test/x"}, {Key: []byte("fp-1"), Value: "http://b.test/"}, {Key: make([]byte, maxClaimKeyBytes), Value: ""}}
+	got, err := decodeClaimBatch(encodeClaimBatch(es))
+	if err != nil || !reflect.DeepEqual(got, es) {
+		t.Fatalf("round trip: %v %+v", err, got)
+	}
+	as := []claimAnswer{{Status: claimWon, Winner: "http://a.test/x"}, {Status: claimNotHere}, {Status: claimRefused}, {Status: claimThrottled}, {Status: claimWon}}
+	gotAs, err := decodeClaimAnswers(encodeClaimAnswers(as), len(as))
+	if err != nil || !reflect.DeepEqual(gotAs, as) {
+		t.Fatalf("answers round trip: %v %+v", err, gotAs)
+	}
+
+	full := make([]claimEntry, maxClaimBatch+1)
+	for i := range full {
+		full[i] = claimEntry{Key: []byte{byte(i)}, Value: "http://a.test/"}
+	}
+	good := encodeClaimBatch(es)
+	batchCases := []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"version only", []byte{wireVersion}},
+		{"bad version", append([]byte{wireVersion + 1}, good[1:]...)},
+		{"no claims", []byte{wireVersion, 0}},
+		{"too many claims", encodeClaimBatch(full)},
+		{"count beyond the bytes", []byte{wireVersion, 200, 1, 1, 'k', 0}},
+		{"empty key", encodeClaimBatch([]claimEntry{{Key: nil, Value: "http://a.test/"}})},
+		{"key too long", encodeClaimBatch([]claimEntry{{Key: make([]byte, maxClaimKeyBytes+1), Value: "http://a.test/"}})},
+		{"value too long", encodeClaimBatch([]claimEntry{{Key: []byte("k"), Value: "http://a.test/" + strings.Repeat("x", maxClaimValueBytes)}})},
+		{"truncated", good[:len(good)-3]},
+		{"trailing bytes", append(append([]byte(nil), good...), 0)},
+	}
+	for _, c := range batchCases {
+		t.Run("batch/"+c.name, func(t *testing.T) {
+			if _, err := decodeClaimBatch(c.in); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("want ErrMalformed, got %v", err)
+			}
+		})
+	}
+	goodAs := encodeClaimAnswers(as)
+	answerCases := []struct {
+		name string
+		in   []byte
+		want int
+	}{
+		{"fewer answers than claims", goodAs, len(as) + 1},
+		{"more answers than claims", goodAs, len(as) - 1},
+		{"unknown status", []byte{wireVersion, 1, 9}, 1},
+		{"winner too long", encodeClaimAnswers([]claimAnswer{{Status: claimWon, Winner: strings.Repeat("x", maxClaimValueBytes+1)}}), 1},
+		{"truncated winner", goodAs[:5], len(as)},
+		{"trailing bytes", append(append([]byte(nil), goodAs...), 0), len(as)},
+		{"bad version", append([]byte{wireVersion + 1}, goodAs[1:]...), len(as)},
+	}
+	for _, c := range answerCases {
+		t.Run("answers/"+c.name, func(t *testing.T) {
+			if _, err := decodeClaimAnswers(c.in, c.want); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("want ErrMalformed, got %v", err)
+			}
+		})
+	}
+}
+
 func TestFrameCap(t *testing.T) {
 	var buf bytes.Buffer
 	if err := writeFrame(&buf, make([]byte, 2000)); err != nil {

@@ -164,6 +164,8 @@ func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures, 
 			if st, err := p.status(ctx); err == nil {
 				nf.HostsOwned, nf.PagesStored, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs, st.Index.PostingsBytes
 				nf.PagesAnalysed, nf.FormsReplayed, nf.FormsRefused = st.Index.PutsAnalysed, st.Index.FormsReplayed, st.Index.FormsRefused
+				nf.ClaimBatches, nf.ClaimsBatched = st.P2P.ClaimBatchesSent, st.P2P.ClaimsBatched
+				nf.PagesReindexed = st.Index.ReindexFormHits + st.Index.ReindexFormMisses
 			}
 		}
 		out = append(out, nf)

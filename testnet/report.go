@@ -171,6 +171,14 @@ type NodeFigures struct {
 	PagesAnalysed uint64 `json:"pages_analysed"`
 	FormsReplayed uint64 `json:"forms_replayed"`
 	FormsRefused  uint64 `json:"forms_refused"`
+	// PagesReindexed are the re-indexes of stored pages for new anchor
+	// text (index.Stats: with the page's analysed form or without).
+	PagesReindexed uint64 `json:"pages_reindexed"`
+	// ClaimBatches are the batches of its content claims its registries
+	// answered, ClaimsBatched the claims in them (p2p.Stats): claims per
+	// stream.
+	ClaimBatches  uint64 `json:"claim_batches"`
+	ClaimsBatched uint64 `json:"claims_batched"`
 }
 
 // SlowSearch is one search of the query phase and where its time went.

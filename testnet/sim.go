@@ -623,6 +623,8 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 			Node: sn.index, Peer: st.PeerID, HostsOwned: st.OwnedHosts, PagesStored: st.Index.Docs,
 			PostingsBytes: st.Index.PostingsBytes, WebRequests: requests[sn.ip],
 			PagesAnalysed: st.Index.PutsAnalysed, FormsReplayed: st.Index.FormsReplayed, FormsRefused: st.Index.FormsRefused,
+			ClaimBatches: st.P2P.ClaimBatchesSent, ClaimsBatched: st.P2P.ClaimsBatched,
+			PagesReindexed: st.Index.ReindexFormHits + st.Index.ReindexFormMisses,
 		})
 	}
 	var docs, postings int64

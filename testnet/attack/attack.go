@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Attacker, error) {
 	for _, c := range Classes {
 		a.stats[c] = &counter{}
 	}
-	a.urls, a.search, a.deliver, a.claim = p2p.ProtocolIDs(cfg.Network)
+	a.urls, a.search, a.deliver, a.claim, _ = p2p.ProtocolIDs(cfg.Network)
 	an, err := index.LoadAnalyzer()
 	if err != nil {
 		return nil, fmt.Errorf("attacker analyzer: %w", err)
