@@ -68,8 +68,20 @@ type BlockHeader struct {
 // present, cumulative bounds unless equal); first docID then d-gaps; per doc a field mask byte
 // and the TF of each present field; then per doc its positions as d-gaps.
 func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte {
-	dst = binary.AppendUvarint(dst, uint64(hi-lo))
-	dst = binary.AppendUvarint(dst, uint64(p.docs[hi-1]))
+	dst = appendHeader(dst, h, hi-lo, p.docs[hi-1])
+	// The doc+TF section is prefixed by its length so that a reader that
+	// needs no positions can copy the block without them.
+	sec := appendDocGaps(make([]byte, 0, 4*(hi-lo)), p, lo, hi, 0)
+	sec = appendTFs(sec, p, lo, hi)
+	dst = binary.AppendUvarint(dst, uint64(len(sec)))
+	dst = append(dst, sec...)
+	return appendPositions(dst, p, lo, hi)
+}
+
+// appendHeader appends the header of a block of n docs ending at last.
+func appendHeader(dst []byte, h *BlockHeader, n int, last uint32) []byte {
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = binary.AppendUvarint(dst, uint64(last))
 	dst = binary.AppendUvarint(dst, uint64(h.CumDF))
 	// Bounds only for fields that occur; most terms have one short block
 	// whose cumulative bounds equal its own (flag 0x80), so the header of a
@@ -78,18 +90,21 @@ func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte 
 	if h.CumMaxTF != h.MaxTF || h.CumMinLen != h.MinLen {
 		dst = appendBounds(dst, &h.CumMaxTF, &h.CumMinLen, false)
 	}
-	// The doc+TF section is prefixed by its length so that a reader that
-	// needs no positions can copy the block without them.
-	sec := make([]byte, 0, 4*(hi-lo))
-	prev := uint32(0)
+	return dst
+}
+
+// appendDocGaps appends the docIDs of p[lo:hi] as gaps from prev (the
+// block's first docID is written whole: prev 0).
+func appendDocGaps(dst []byte, p *postingList, lo, hi int, prev uint32) []byte {
 	for i := lo; i < hi; i++ {
-		if i == lo {
-			sec = binary.AppendUvarint(sec, uint64(p.docs[i]))
-		} else {
-			sec = binary.AppendUvarint(sec, uint64(p.docs[i]-prev))
-		}
+		dst = binary.AppendUvarint(dst, uint64(p.docs[i]-prev))
 		prev = p.docs[i]
 	}
+	return dst
+}
+
+// appendTFs appends each doc's field mask and per-field TFs.
+func appendTFs(dst []byte, p *postingList, lo, hi int) []byte {
 	for i := lo; i < hi; i++ {
 		var mask byte
 		for f := range NumFields {
@@ -97,15 +112,18 @@ func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte 
 				mask |= 1 << f
 			}
 		}
-		sec = append(sec, mask)
+		dst = append(dst, mask)
 		for f := range NumFields {
 			if p.tfs[i][f] > 0 {
-				sec = binary.AppendUvarint(sec, uint64(p.tfs[i][f]))
+				dst = binary.AppendUvarint(dst, uint64(p.tfs[i][f]))
 			}
 		}
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(sec)))
-	dst = append(dst, sec...)
+	return dst
+}
+
+// appendPositions appends each doc's positions as gaps.
+func appendPositions(dst []byte, p *postingList, lo, hi int) []byte {
 	for i := lo; i < hi; i++ {
 		last := uint32(0)
 		for _, q := range p.positions(i) {
@@ -114,6 +132,48 @@ func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte 
 		}
 	}
 	return dst
+}
+
+// appendToBlock writes, under header h, the block that encodeBlock would
+// write for the docs of the encoded block b followed by p[lo:hi], without
+// decoding b: b's three sections (docIDs, TFs, positions) each stay bytes
+// and the new docs' are spliced in after them. It returns false, writing
+// nothing, when drop accepts one of b's docs (the caller then decodes b
+// to leave that doc out). p[lo:] must follow b's last doc.
+func appendToBlock(dst, b []byte, h *BlockHeader, p *postingList, lo, hi int, drop func(uint32) bool, scratch []byte) ([]byte, []byte, bool, error) {
+	var old BlockHeader
+	off, err := decodeHeader(b, &old)
+	if err != nil {
+		return dst, scratch, false, err
+	}
+	r := byteReader{b: b[:off+old.docBytes], off: off}
+	doc := uint32(0)
+	for i := range old.N {
+		g := r.uvarint()
+		if i > 0 && g == 0 {
+			return dst, scratch, false, errCorrupt
+		}
+		doc += g
+		if r.err == nil && drop != nil && drop(doc) {
+			return dst, scratch, false, nil
+		}
+	}
+	if r.err != nil || doc != old.LastDoc || p.docs[lo] <= doc {
+		return dst, scratch, false, errCorrupt
+	}
+	ids := r.off
+	scratch = appendDocGaps(scratch[:0], p, lo, hi, doc)
+	newIDs := len(scratch)
+	scratch = appendTFs(scratch, p, lo, hi)
+	secEnd := off + old.docBytes
+	dst = appendHeader(dst, h, old.N+hi-lo, p.docs[hi-1])
+	dst = binary.AppendUvarint(dst, uint64(old.docBytes+len(scratch)))
+	dst = append(dst, b[off:ids]...)
+	dst = append(dst, scratch[:newIDs]...)
+	dst = append(dst, b[ids:secEnd]...)
+	dst = append(dst, scratch[newIDs:]...)
+	dst = append(dst, b[secEnd:]...)
+	return appendPositions(dst, p, lo, hi), scratch, true, nil
 }
 
 type byteReader struct {

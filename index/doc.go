@@ -175,7 +175,11 @@
 // FlushBytes of buffered postings, or every FlushInterval, by a
 // background goroutine ("lazy merge"): a flush rewrites each touched
 // term's partial tail block with the new postings (dropping tombstoned
-// docs on the way) and appends full blocks. Tombstoned postings in full
+// docs on the way) and appends full blocks. Where the new postings fit in
+// the tail and none of its docs is deleted (most terms of a small flush),
+// they are spliced into the tail's sections as bytes, without decoding
+// it (appendToBlock); the bytes are those a decode and re-encode writes
+// (TestAppendToBlock, TestFlushBatchingWritesSameBytes). Tombstoned postings in full
 // blocks stay until a future compaction (not implemented); queries filter
 // them by the bitset.
 //

@@ -242,6 +242,7 @@ type termEncoder struct {
 	merged     postingList
 	blk        decodedBlock
 	hdr        BlockHeader
+	scratch    []byte // appendToBlock's
 }
 
 func (e *termEncoder) encodeChunk(rtxn *badger.Txn, pend *pendingIndex, c *flushChunk) error {
@@ -317,6 +318,26 @@ func (e *termEncoder) encodeRange(u *termUpdate, tk, tail []byte, found bool, lo
 	} else {
 		if _, err := decodeHeader(tail, &cum); err != nil {
 			return err
+		}
+		if cum.N < BlockSize && cum.N+hi-lo <= BlockSize {
+			// The new docs fit in the tail: splice them in as bytes.
+			h := BlockHeader{MaxTF: cum.MaxTF, MinLen: cum.MinLen, CumMaxTF: cum.CumMaxTF, CumMinLen: cum.CumMinLen, CumDF: cum.CumDF + uint32(hi-lo)}
+			metas := e.snap.metas
+			for i := lo; i < hi; i++ {
+				mergeBounds(&h.MaxTF, &h.MinLen, e.fresh.tfs[i], metas[e.fresh.docs[i]].lens)
+			}
+			mergeBounds(&h.CumMaxTF, &h.CumMinLen, h.MaxTF, h.MinLen)
+			val, scratch, ok, err := appendToBlock(make([]byte, 0, len(tail)+16+(hi-lo)*12), tail, &h, &e.fresh, lo, hi, e.snap.isDeleted, e.scratch)
+			e.scratch = scratch
+			if err != nil {
+				return err
+			}
+			if ok {
+				u.entries = append(u.entries, kv{tk, val})
+				u.dPost += int64(len(val) - len(tail))
+				u.newTail = val
+				return nil
+			}
 		}
 		if cum.N < BlockSize {
 			if err := decodeBlock(tail, &e.blk); err != nil {

@@ -137,6 +137,93 @@ func TestFlushWritesSameBytes(t *testing.T) {
 	}
 }
 
+// Flushes that append to terms' tails write the bytes one flush of all
+// the pages writes: without deletions, a list's blocks do not depend on
+// how its docs were batched, whether the new docs were spliced into a
+// tail as bytes or the tail was decoded and encoded again.
+func TestFlushBatchingWritesSameBytes(t *testing.T) {
+	docs := testCorpus(700)
+	want, wantSt := runCorpus(t, docs, corpusRun{flushDocs: len(docs), cacheBytes: -1})
+	for _, cr := range []corpusRun{
+		{flushDocs: 97, cacheBytes: -1},
+		{flushDocs: 13, cacheBytes: 0},
+		{flushDocs: 1, cacheBytes: 2 << 10},
+	} {
+		name := fmt.Sprintf("%+v", cr)
+		got, st := runCorpus(t, docs, cr)
+		samePostings(t, name, got, want)
+		if st.Terms != wantSt.Terms || st.PostingsBytes != wantSt.PostingsBytes || st.Docs != wantSt.Docs {
+			t.Errorf("%s: stats %+v, want %+v", name, st, wantSt)
+		}
+	}
+}
+
+// appendToBlock writes what encodeBlock writes for the whole list, and
+// declines a block holding a doc to drop.
+func TestAppendToBlock(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 300 {
+		var p postingList
+		doc := uint32(rng.IntN(1000))
+		n := 2 + rng.IntN(BlockSize-1)
+		for range n {
+			doc += 1 + uint32(rng.IntN(rng.IntN(5000)+1))
+			var tf [NumFields]uint32
+			var pos []uint32
+			at := uint32(0)
+			for f := range NumFields {
+				if rng.IntN(3) == 0 || f == FieldBody {
+					tf[f] = 1 + uint32(rng.IntN(4))
+					for range tf[f] {
+						at += 1 + uint32(rng.IntN(300))
+						pos = append(pos, at)
+					}
+				}
+			}
+			p.add(doc, tf, pos)
+		}
+		k := 1 + rng.IntN(n-1) // the block holds p[:k], p[k:] are new
+		bounds := func(lo, hi int) BlockHeader {
+			var h BlockHeader
+			for i := lo; i < hi; i++ {
+				mergeBounds(&h.MaxTF, &h.MinLen, p.tfs[i], [NumFields]uint32{3, 5, 7, 11, 13})
+			}
+			return h
+		}
+		prior := BlockHeader{CumMaxTF: [NumFields]uint32{9}, CumMinLen: [NumFields]uint32{2}}
+		h0 := bounds(0, k)
+		h0.CumMaxTF, h0.CumMinLen = prior.CumMaxTF, prior.CumMinLen
+		mergeBounds(&h0.CumMaxTF, &h0.CumMinLen, h0.MaxTF, h0.MinLen)
+		h0.CumDF = 40 + uint32(k)
+		old := encodeBlock(nil, &h0, &p, 0, k)
+
+		h := bounds(0, n)
+		h.CumMaxTF, h.CumMinLen = prior.CumMaxTF, prior.CumMinLen
+		mergeBounds(&h.CumMaxTF, &h.CumMinLen, h.MaxTF, h.MinLen)
+		h.CumDF = 40 + uint32(n)
+		want := encodeBlock(nil, &h, &p, 0, n)
+		got, _, ok, err := appendToBlock(nil, old, &h, &p, k, n, func(uint32) bool { return false }, nil)
+		if err != nil || !ok || !bytes.Equal(got, want) {
+			t.Fatalf("trial %d: appended block differs (ok %v, err %v)", trial, ok, err)
+		}
+		victim := p.docs[rng.IntN(k)]
+		if got, _, ok, err := appendToBlock(nil, old, &h, &p, k, n, func(d uint32) bool { return d == victim }, nil); ok || err != nil || len(got) != 0 {
+			t.Fatalf("trial %d: a block with a doc to drop was appended to (ok %v, err %v)", trial, ok, err)
+		}
+	}
+	// A corrupt block is an error, not a block.
+	var p postingList
+	p.add(5, [NumFields]uint32{0, 0, 1}, []uint32{1})
+	p.add(9, [NumFields]uint32{0, 0, 1}, []uint32{2})
+	h := BlockHeader{CumDF: 1}
+	blk := encodeBlock(nil, &h, &p, 0, 1)
+	for _, bad := range [][]byte{blk[:2], append([]byte{}, blk[:len(blk)-3]...)} {
+		if _, _, ok, err := appendToBlock(nil, bad, &h, &p, 1, 2, nil, nil); ok || err == nil {
+			t.Fatalf("corrupt block %x: ok %v, err %v", bad, ok, err)
+		}
+	}
+}
+
 // A flush that fails after some of its postings transactions committed,
 // then a crash: the restarted index re-flushes the batch without losing or
 // doubling a posting, and its statistics are exact.
