@@ -195,7 +195,11 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2))
+	// A 1 MiB window: each encoder keeps a history buffer of twice its
+	// window for inputs over 128 KiB, and with the default 8 MiB that was
+	// 16 MiB of live heap per encoder on a node whose heap runs at its
+	// limit, for no gain on pages (BENCHMARKS.md, "Heap headroom").
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("index: zstd encoder: %w", err)
 	}
