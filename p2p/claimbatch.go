@@ -11,13 +11,14 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Claim batches. A crawler claims every page it stores, so a claim per
-// stream cost each page a stream, a signature, its verification and a
-// Badger transaction at the registry. A node's own claims therefore go to
-// their registry (by its view) in batches on the claims protocol: per
-// registry one batch in flight, and the claims made meanwhile wait and go
-// together in the next, so a batch is as large as the traffic makes it
-// and an idle node's claim is sent at once. The stream's peer is the
+// Claim batches. A crawler claims every page it stores, and a signed,
+// routed claim costs the page a signature, its verification, a stream
+// and a Badger transaction at the registry. A node's own claims therefore
+// go to their registry (by its view) on the claims protocol: per registry
+// one batch in flight, and the claims made meanwhile wait and go together
+// in the next, so a batch is as large as the concurrency of the claimants
+// makes it (a node's crawler claims from its few processing workers, so
+// most batches hold one claim) and no claim waits for others. The stream's peer is the
 // origin, so a batch is not signed; it is checked like a signed claim
 // (the origin holds each claimed URL's host by the receiver's view, within
 // its claim allowance) and stored in one transaction. A claim the

@@ -99,7 +99,7 @@ type Attacker struct {
 	phantomT *pubsub.Topic
 	phantoms []crypto.PrivKey
 
-	urls, search, deliver, claim protocol.ID
+	urls, search, deliver, claim, claims protocol.ID
 
 	// analyzer is the analyzer version honest nodes announce: the
 	// attacker's shard answers and requests carry it, so that they reach
@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Attacker, error) {
 	for _, c := range Classes {
 		a.stats[c] = &counter{}
 	}
-	a.urls, a.search, a.deliver, a.claim, _ = p2p.ProtocolIDs(cfg.Network)
+	a.urls, a.search, a.deliver, a.claim, a.claims = p2p.ProtocolIDs(cfg.Network)
 	an, err := index.LoadAnalyzer()
 	if err != nil {
 		return nil, fmt.Errorf("attacker analyzer: %w", err)

@@ -118,11 +118,16 @@ func (a *Attacker) garbage(ctx context.Context, tg Targets) {
 	_, _ = cryptorand.Read(junk)
 	junk[0] = 1
 	for _, id := range nodeIDs(tg) {
-		for _, proto := range []protocol.ID{a.urls, a.search, a.deliver, a.claim} {
+		for _, proto := range a.protocols() {
 			a.count(Garbage, !exchange(ctx, a.mhost, id, proto, junk))
 			a.count(Garbage, !exchange(ctx, a.stranger, id, proto, junk))
 		}
 	}
+}
+
+// protocols are the nodes' stream protocols.
+func (a *Attacker) protocols() []protocol.ID {
+	return []protocol.ID{a.urls, a.search, a.deliver, a.claim, a.claims}
 }
 
 // targetsOnHonestHosts picks URLs of hosts the attacker does not hold by
@@ -374,7 +379,8 @@ func (a *Attacker) idleStreams(ctx context.Context, tg Targets) {
 	for _, id := range nodeIDs(tg) {
 		for i := range 200 {
 			wg.Go(func() {
-				s, err := a.mhost.NewStream(ctx, id, []protocol.ID{a.urls, a.search, a.deliver, a.claim}[i%4])
+				protos := a.protocols()
+				s, err := a.mhost.NewStream(ctx, id, protos[i%len(protos)])
 				if err != nil {
 					a.count(IdleStreams, true)
 					return

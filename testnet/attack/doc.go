@@ -22,6 +22,7 @@
 //	pull            pulls of honest hosts, which would make their holders send every page
 //	phantoms        heartbeats signed by thousands of generated keys, relayed by the stranger
 //	claims          a claim flood: fingerprints for the attacker's own hosts and for honest hosts
+//	                (sent as the member's claim batches, and signed and routed where views differ)
 //	url-flood       URL batches for foreign hosts as fast as the wire allows
 //	search-amp      shard requests for thousands of candidates and snippets, many at once
 //	idle-streams    streams that announce a large frame and send nothing
