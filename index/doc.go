@@ -97,10 +97,9 @@
 // Anchor text (AddAnchors, AddAnchorsBatch: one transaction for a page's
 // links) may arrive before or after its page. For a stored page the change
 // is indexed by re-putting the page, which costs as much as indexing it:
-// the background flush therefore re-indexes a page only once no new
-// anchor has come for it for Options.ReindexDelay, or its first unindexed
-// change is reindexMaxWait delays old, or when a flush finds no page
-// stored since the last one (the site's crawl has quieted down);
+// the background flush therefore re-indexes a page only once its first
+// unindexed change is Options.ReindexDelay old, or when a flush finds no
+// page stored since the last one (the site's crawl has quieted down);
 // Flush and Close re-index everything, and Stats.Pending counts the pages
 // waiting. On a link-dense site this turns one re-index per page per flush
 // into about one per page. While pages keep arriving, a flush re-indexes

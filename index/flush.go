@@ -22,7 +22,7 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	ix.mu.Lock()
 	// Pages whose anchor field changed are re-put from the page store: all
 	// of them when forced or when no page was stored since the last flush,
-	// else those due by ReindexDelay. They are analysed
+	// else those waiting for longer than ReindexDelay. They are analysed
 	// without ix.mu (see reindexPages) and join this flush's batch.
 	delay := ix.opt.ReindexDelay
 	if delay <= 0 {
@@ -30,7 +30,7 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	}
 	puts := ix.putsSinceFlush
 	ix.putsSinceFlush = 0
-	due := reindexDue(ix.reindex, time.Now(), delay, force || puts == 0, puts)
+	due := reindexDue(ix.reindex, time.Now().Add(-delay), force || puts == 0, puts)
 	ix.mu.Unlock()
 	if err := ix.reindexPages(ctx, due); err != nil {
 		return err

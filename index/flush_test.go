@@ -363,36 +363,26 @@ func TestNextFlushWait(t *testing.T) {
 
 func TestReindexDue(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	const delay = 30 * time.Second
-	// Page i's changes began at t0+i s; the even pages' stopped there,
-	// the odd pages' go on for 500 s more.
-	waiting := map[string]reindexWait{}
+	waiting := map[string]time.Time{}
 	for i := range 1000 {
-		first := t0.Add(time.Duration(i) * time.Second)
-		last := first
-		if i%2 == 1 {
-			last = first.Add(500 * time.Second)
-		}
-		waiting[fmt.Sprintf("http://h/%04d", i)] = reindexWait{first, last}
+		waiting[fmt.Sprintf("http://h/%04d", i)] = t0.Add(time.Duration(i) * time.Second)
 	}
 	for _, tc := range []struct {
 		name      string
-		now       time.Time
+		due       time.Time
 		all       bool
 		puts      int
 		wantN     int
 		wantFirst string
 	}{
-		{"nothing due", t0.Add(10 * time.Second), false, 10, 0, ""},
-		// Quiet since t0+99 s: the even pages up to 98; changing for
-		// reindexMaxWait delays (since t0+9 s): the odd pages up to 9.
-		{"quiet pages due, busy ones at the longest wait", t0.Add(129 * time.Second), false, 1000, 50 + 5, "http://h/0000"},
-		{"minimum budget", t0.Add(5000 * time.Second), false, 10, reindexMin, "http://h/0000"},
-		{"budget is a share of new pages", t0.Add(5000 * time.Second), false, 1200, 600, "http://h/0000"},
+		{"nothing due", t0.Add(-time.Second), false, 10, 0, ""},
+		{"due within budget", t0.Add(99 * time.Second), false, 1000, 100, "http://h/0000"},
+		{"minimum budget", t0.Add(999 * time.Second), false, 10, reindexMin, "http://h/0000"},
+		{"budget is a share of new pages", t0.Add(999 * time.Second), false, 1200, 600, "http://h/0000"},
 		{"quiet flush takes all", t0.Add(-time.Hour), true, 0, 1000, "http://h/0000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := reindexDue(waiting, tc.now, delay, tc.all, tc.puts)
+			got := reindexDue(waiting, tc.due, tc.all, tc.puts)
 			if len(got) != tc.wantN {
 				t.Fatalf("%d pages picked, want %d", len(got), tc.wantN)
 			}
@@ -400,7 +390,7 @@ func TestReindexDue(t *testing.T) {
 				t.Errorf("first %s, want %s", got[0], tc.wantFirst)
 			}
 			for i := 1; i < len(got); i++ {
-				if waiting[got[i]].first.Before(waiting[got[i-1]].first) {
+				if waiting[got[i]].Before(waiting[got[i-1]]) {
 					t.Fatalf("not oldest first at %d", i)
 				}
 			}

@@ -39,10 +39,9 @@ type Options struct {
 	// flushes a read per frequent term (0 = default, negative = off).
 	TailCacheBytes int
 	// ReindexDelay: a stored page whose anchor field changed is re-indexed
-	// by the background flush once its latest change is this old (no new
-	// anchor for it since), or its oldest change reindexMaxWait times this
-	// old, or as soon as a flush finds no new page stored since the last
-	// one (the crawl of its site has quieted down). On a link-dense site new
+	// by the background flush once its oldest change is this old, or as
+	// soon as a flush finds no new page stored since the last one (the
+	// crawl of its site has quieted down). On a link-dense site new
 	// anchors reach most stored pages in every flush window, and
 	// re-indexing each page at every flush cost more than indexing it
 	// (measured: 55 pages/s crawl + index against 1,179 crawl alone).
@@ -116,7 +115,7 @@ type Index struct {
 	pending  *pendingIndex // nil when empty
 	// pendingHint sizes the next pending index (terms of the last batch).
 	pendingHint int
-	reindex     map[string]reindexWait // URL -> its anchor changes not yet indexed
+	reindex     map[string]time.Time // URL -> first anchor change not yet indexed
 	// putsSinceFlush counts Puts since the last flush (guarded by mu): a
 	// flush that finds none re-indexes every page waiting for its anchors.
 	putsSinceFlush int
@@ -210,7 +209,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	ix := &Index{
 		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec,
-		reindex: map[string]reindexWait{}, hosts: map[string]*hostAgg{},
+		reindex: map[string]time.Time{}, hosts: map[string]*hostAgg{},
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -356,7 +355,7 @@ func (ix *Index) load() error {
 		it.Close()
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixReindex)})
 		for it.Rewind(); it.Valid(); it.Next() {
-			ix.reindex[string(it.Item().Key()[len(prefixReindex):])] = reindexWait{} // due at once
+			ix.reindex[string(it.Item().Key()[len(prefixReindex):])] = time.Time{} // due at once
 		}
 		it.Close()
 		return nil
@@ -1015,8 +1014,7 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, fo
 	case current:
 		delete(ix.reindex, u)
 	case !waiting:
-		now := time.Now()
-		ix.reindex[u] = reindexWait{first: now, last: now}
+		ix.reindex[u] = time.Now()
 	}
 	ix.metaMu.Lock()
 	ix.metas = append(ix.metas, dp.meta)
@@ -1216,12 +1214,9 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 	}
 	now := time.Now()
 	for _, u := range slices.Concat(stored, late) {
-		w, waiting := ix.reindex[u]
-		if !waiting {
-			w.first = now
+		if _, waiting := ix.reindex[u]; !waiting {
+			ix.reindex[u] = now
 		}
-		w.last = now
-		ix.reindex[u] = w
 	}
 	ix.publish()
 	return nil

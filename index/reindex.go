@@ -21,37 +21,24 @@ const (
 	reindexMin   = 256
 )
 
-// reindexWait is when a page's anchor changes not yet indexed began and
-// when the latest came.
-type reindexWait struct{ first, last time.Time }
-
-// reindexMaxWait bounds, in ReindexDelays, how long a page's anchor
-// changes wait while more keep coming.
-const reindexMaxWait = 4
-
-// reindexDue picks the pages a flush re-indexes at now, oldest change
-// first: all of them when all is set (forced, or no page stored since the
-// last flush), else, within the budget, those whose latest change is
-// delay old (no anchor for them since) or whose oldest is reindexMaxWait
-// delays old. During a crawl a page's anchors trickle in for as long as
-// pages linking to it are fetched, a page on a site with navigation links
-// gets new ones in most flush windows, and every re-index costs as much
-// as indexing the page: waiting for the anchors to stop re-indexes it
-// once where waiting from the first re-indexed it at every delay. Why a
-// budget as well: measured on a 100,000-page crawl, docIDs ran at twice
-// the pages stored and the index fell 11,000 pages behind the crawler.
-// With the budget, the work of a busy flush is at most 1.5× its new
-// pages; the rest waits for a quieter flush (which takes everything).
-func reindexDue(waiting map[string]reindexWait, now time.Time, delay time.Duration, all bool, puts int) []string {
+// reindexDue picks the pages a flush re-indexes, oldest change first: all
+// of them when all is set (forced, or no page stored since the last
+// flush), else those waiting longer than due, within the budget. Why a
+// budget: during a long crawl a page's anchors trickle in for as long as
+// pages linking to it are fetched, so a page could be re-indexed every
+// ReindexDelay; measured on a 100,000-page crawl, docIDs ran at twice the
+// pages stored and the index fell 11,000 pages behind the crawler. With
+// the budget, the work of a busy flush is at most 1.5× its new pages; the
+// rest waits for a quieter flush (which takes everything).
+func reindexDue(waiting map[string]time.Time, due time.Time, all bool, puts int) []string {
 	type change struct {
 		url   string
 		since time.Time
 	}
-	quiet, oldest := now.Add(-delay), now.Add(-reindexMaxWait*delay)
 	var picked []change
-	for u, w := range waiting {
-		if all || !w.last.After(quiet) || !w.first.After(oldest) {
-			picked = append(picked, change{u, w.first})
+	for u, since := range waiting {
+		if all || !since.After(due) {
+			picked = append(picked, change{u, since})
 		}
 	}
 	slices.SortFunc(picked, func(a, b change) int {

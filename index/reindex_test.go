@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -181,47 +180,5 @@ func TestAnchorsRacingAPut(t *testing.T) {
 				t.Errorf("live docs with the anchor: %d, want 1", n)
 			}
 		})
-	}
-}
-
-// Anchors that keep coming for a stored page move its latest change on
-// and leave its first where it was: a busy flush re-indexes it once they
-// stop, or once the first is reindexMaxWait delays old.
-func TestAnchorChangesKeepFirstAndLast(t *testing.T) {
-	ctx := context.Background()
-	db := openDB(t, t.TempDir())
-	defer db.Close()
-	ix := openIndex(t, db, 1<<30)
-	defer ix.Close()
-	u := "http://a.example/page"
-	if err := ix.Put(ctx, doc(u, "page", "body")); err != nil {
-		t.Fatal(err)
-	}
-	wait := func() reindexWait {
-		ix.mu.Lock()
-		defer ix.mu.Unlock()
-		return ix.reindex[u]
-	}
-	if err := ix.AddAnchors(ctx, u, []string{"one"}); err != nil {
-		t.Fatal(err)
-	}
-	w1 := wait()
-	if w1.first.IsZero() || w1.last != w1.first {
-		t.Fatalf("after the first anchor: %+v", w1)
-	}
-	time.Sleep(20 * time.Millisecond)
-	if err := ix.AddAnchors(ctx, u, []string{"two"}); err != nil {
-		t.Fatal(err)
-	}
-	w2 := wait()
-	if w2.first != w1.first || !w2.last.After(w1.last) {
-		t.Fatalf("after the second anchor: %+v, first was %+v", w2, w1)
-	}
-	// The same text again is no change.
-	if err := ix.AddAnchors(ctx, u, []string{"two"}); err != nil {
-		t.Fatal(err)
-	}
-	if w3 := wait(); w3 != w2 {
-		t.Fatalf("a known anchor moved the wait: %+v, was %+v", w3, w2)
 	}
 }
