@@ -252,20 +252,11 @@ func TestHostileClaimsAndRoutingForHostsItDoesNotHold(t *testing.T) {
 
 func storedClaim(t *testing.T, db *badger.DB, key []byte) string {
 	t.Helper()
-	dk := dataKey(key)
-	var v []byte
-	err := db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(append([]byte(claimPrefix), dk[:]...))
-		if err != nil {
-			return err
-		}
-		v, err = item.ValueCopy(nil)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	v, ok := claimStored(t, db, key)
+	if !ok {
+		t.Fatalf("no claim stored for %q", key)
 	}
-	return string(v)
+	return v
 }
 
 // A peer opens 2,000 streams on sou's protocols at once, announces a
