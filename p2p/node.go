@@ -176,7 +176,8 @@ type Stats struct {
 }
 
 // ProtocolIDs are the stream protocols of a network: URL batches, search,
-// deliver and claim.
+// deliver, claim (signed, routed) and claims (a member's own claims in
+// batches).
 func ProtocolIDs(network string) (urls, search, deliver, claim, claims protocol.ID) {
 	base := "/sou/" + network
 	return protocol.ID(base + "/urls/1.0.0"), protocol.ID(base + "/search/1.0.0"),
