@@ -43,10 +43,11 @@ const unfetchedKept = 5
 // fetched. A file is a path under the docroot whose name ends in .html or
 // .htm (any case); a symlink is its own path, as the web serves it under
 // its own URL, and directories reached through a symlink are not walked.
-// It is fetched when a complete 200 answer was served for its URL, or for
-// its directory's URL when it is that directory's index.html. nil when
-// there is no directory host.
-func corpusHTML(hosts []simweb.HostTruth, fetches []fetch) (*CorpusHTML, error) {
+// It is fetched when a 200 answer delivered it (fetch.delivered: whole,
+// or up to the crawler's body cap maxBody) for its URL, or for its
+// directory's URL when it is that directory's index.html. nil when there
+// is no directory host.
+func corpusHTML(hosts []simweb.HostTruth, fetches []fetch, maxBody int64) (*CorpusHTML, error) {
 	files := map[string]map[string]bool{} // host -> URL path -> fetched
 	for _, h := range hosts {
 		if h.Mode != "directory" {
@@ -63,7 +64,7 @@ func corpusHTML(hosts []simweb.HostTruth, fetches []fetch) (*CorpusHTML, error) 
 	}
 	for _, f := range fetches {
 		site, ok := files[f.Host]
-		if !ok || !f.Complete || f.Status != 200 {
+		if !ok || !f.delivered(maxBody) || f.Status != 200 {
 			continue
 		}
 		u, err := url.Parse(f.URL)

@@ -73,7 +73,7 @@ func TestReportCorpusHTMLCoverage(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	got, err := corpusHTML(web.Truth().Hosts, fetchesFrom(web.Requests(0)))
+	got, err := corpusHTML(web.Truth().Hosts, fetchesFrom(web.Requests(0)), 5<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +107,10 @@ func TestReportCorpusHTMLCoverage(t *testing.T) {
 			}
 		}
 	}
-	if h, err := corpusHTML([]simweb.HostTruth{{Host: "blog-1.sim.test", Mode: "synthetic"}}, nil); h != nil || err != nil {
+	if h, err := corpusHTML([]simweb.HostTruth{{Host: "blog-1.sim.test", Mode: "synthetic"}}, nil, 5<<20); h != nil || err != nil {
 		t.Errorf("a synthetic web: corpusHTML = %+v, %v; want nil", h, err)
 	}
-	if _, err := corpusHTML([]simweb.HostTruth{{Host: "x.test", Mode: "directory", Docroot: filepath.Join(dir, "vanished")}}, nil); err == nil {
+	if _, err := corpusHTML([]simweb.HostTruth{{Host: "x.test", Mode: "directory", Docroot: filepath.Join(dir, "vanished")}}, nil, 5<<20); err == nil {
 		t.Error("a docroot that vanished: no error")
 	}
 }

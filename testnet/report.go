@@ -317,6 +317,17 @@ func (f fetch) final() bool {
 	return f.Complete && f.Status != 429 && f.Status < 500
 }
 
+// delivered reports whether the response gave the crawler the page: the
+// web wrote it whole to a client still there, or it was a 200 whose body
+// the crawler read up to its cap (maxBody) and then hung up on, keeping
+// the page as far as the cap (crawl.FetchConfig.MaxBodyBytes). The web
+// logs the second as incomplete or complete depending on whether the
+// socket buffers had taken the rest when the crawler hung up, which
+// depends on the machine's load, not on the crawler.
+func (f fetch) delivered(maxBody int64) bool {
+	return f.Complete || f.Status == 200 && maxBody > 0 && f.Bytes >= maxBody
+}
+
 // crawlChecks computes the crawl section from what the web saw. delay gives
 // the minimum gap the crawlers were configured to keep for a host.
 //
@@ -378,7 +389,7 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 		fs := byURL[u]
 		got := false
 		for _, f := range fs {
-			if f.Complete {
+			if f.delivered(maxBody) {
 				got = true
 				break
 			}

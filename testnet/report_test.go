@@ -52,6 +52,17 @@ func TestCrawlChecks(t *testing.T) {
 			t.Errorf("%s = %d, want %d (report %+v)", c.name, c.got, c.want, r)
 		}
 	}
+	// A page larger than the crawler's cap: it hangs up after the cap, and
+	// the web, still writing, logs the response as incomplete. The page
+	// was fetched; one cut short before the cap was not.
+	capped := []fetch{
+		f("http://b.test/robots.txt", "b.test", "/robots.txt", 0, 1, 200),
+		{URL: "http://b.test/", Host: "b.test", Path: "/", Start: at(2), End: at(50), Status: 200, Bytes: 5 << 20},
+		{URL: "http://b.test/missing", Host: "b.test", Path: "/missing", Start: at(60), End: at(90), Status: 200, Bytes: 5<<20 - 1},
+	}
+	if r := crawlChecks(truth, capped, func(string) time.Duration { return 0 }, 5<<20, 3*time.Second); r.PagesFetched != 1 || !slices.Contains(r.Missing, "http://b.test/missing") {
+		t.Errorf("capped page: fetched %d, missing %v; want the capped page fetched, the short one missing", r.PagesFetched, r.Missing)
+	}
 	// A huge page the crawler hung up on may still be flushing when the
 	// next request starts: not a violation.
 	huge := []fetch{

@@ -308,7 +308,7 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 	if rep.Crawl.PagesFetched > 0 {
 		rep.Crawl.CPUMsPerPage = round3(1000 * crawlCPU / float64(rep.Crawl.PagesFetched))
 	}
-	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches); err != nil {
+	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches, crawl.FastConfig().Fetch.MaxBodyBytes); err != nil {
 		// The report stands without this figure; say why it is missing.
 		rep.Events = append(rep.Events, err.Error())
 		logf("%v", err)
@@ -510,7 +510,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 	}
 	sort.Float64s(crashAt)
 	expected := max(1, web.Truth().Required)
-	prog := newProgress(web.Truth())
+	prog := newProgress(web.Truth(), crawl.FastConfig().Fetch.MaxBodyBytes)
 	start := time.Now()
 	deadline := start.Add(cfg.Timeout)
 	quiet := newQuietDetector()
@@ -725,10 +725,13 @@ type progress struct {
 	required map[string]bool
 	got      map[string]bool
 	next     int
+	maxBody  int64
 }
 
-func newProgress(t *simweb.Truth) *progress {
-	p := &progress{required: map[string]bool{}, got: map[string]bool{}}
+// newProgress counts the required pages of t as responses deliver them to
+// crawlers whose body cap is maxBody (fetch.delivered).
+func newProgress(t *simweb.Truth, maxBody int64) *progress {
+	p := &progress{required: map[string]bool{}, got: map[string]bool{}, maxBody: maxBody}
 	for _, pg := range t.Pages {
 		if pg.Required {
 			p.required[pg.URL] = true
@@ -740,7 +743,7 @@ func newProgress(t *simweb.Truth) *progress {
 func (p *progress) update(web *simweb.Web) (requests, fetched int) {
 	for _, f := range fetchesFrom(web.Requests(p.next)) {
 		p.next++
-		if f.Complete && p.required[f.URL] {
+		if f.delivered(p.maxBody) && p.required[f.URL] {
 			p.got[f.URL] = true
 		}
 	}

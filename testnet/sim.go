@@ -773,7 +773,7 @@ func (s *simulation) waitMembers(ctx context.Context, want int, limit time.Durat
 func (s *simulation) crawl(ctx context.Context, rep *Report, sec *SimSection) error {
 	cfg := s.cfg
 	expected := max(1, s.web.Truth().Required)
-	prog := newProgress(s.web.Truth())
+	prog := newProgress(s.web.Truth(), crawl.FastConfig().Fetch.MaxBodyBytes)
 	start := time.Now()
 	deadline := start.Add(cfg.Timeout)
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xc4a2))

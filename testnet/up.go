@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"sou/crawl"
 	"sou/testnet/simweb"
 )
 
@@ -91,7 +92,7 @@ func Up(ctx context.Context, cfg UpConfig) error {
 	}
 	fmt.Fprintf(out, "crawl seeded with %d URLs; search from any node's UI above. Ctrl-C stops the testnet.\n\n", len(web.Seeds()))
 
-	prog := newProgress(truth)
+	prog := newProgress(truth, crawl.FastConfig().Fetch.MaxBodyBytes)
 	start := time.Now()
 	lines := 0
 	t := time.NewTicker(time.Second)
