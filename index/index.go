@@ -196,9 +196,9 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// A 1 MiB window: each encoder keeps a history buffer of twice its
-	// window for inputs over 128 KiB, and with the default 8 MiB that was
-	// 16 MiB of live heap per encoder on a node whose heap runs at its
-	// limit, for no gain on pages (BENCHMARKS.md, "Heap headroom").
+	// window for inputs over 128 KiB (16 MiB with the default window), live
+	// heap on a node whose heap runs at its limit, and pages gain nothing
+	// from a longer window (BENCHMARKS.md, "Claims, tails and heap").
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("index: zstd encoder: %w", err)
