@@ -121,13 +121,19 @@ func runCorpus(t *testing.T, docs []*Document, cr corpusRun) ([][2][]byte, Stats
 // The tail cache, the transaction size and parallel encoding change how a
 // flush works, never what it writes.
 func TestFlushWritesSameBytes(t *testing.T) {
-	docs := testCorpus(700)
-	want, wantSt := runCorpus(t, docs, corpusRun{flushDocs: 97, cacheBytes: -1, deleteEach: 9})
-	for _, cr := range []corpusRun{
+	runsWriteSame(t, testCorpus(700), corpusRun{flushDocs: 97, cacheBytes: -1, deleteEach: 9}, []corpusRun{
 		{flushDocs: 97, cacheBytes: 0, deleteEach: 9},
 		{flushDocs: 97, cacheBytes: 2 << 10, deleteEach: 9}, // constant eviction
 		{flushDocs: 97, cacheBytes: 0, deleteEach: 9, memtable: 1 << 20},
-	} {
+	})
+}
+
+// runsWriteSame checks that every run of docs writes the postings and
+// statistics the reference run writes.
+func runsWriteSame(t *testing.T, docs []*Document, ref corpusRun, runs []corpusRun) {
+	t.Helper()
+	want, wantSt := runCorpus(t, docs, ref)
+	for _, cr := range runs {
 		name := fmt.Sprintf("%+v", cr)
 		got, st := runCorpus(t, docs, cr)
 		samePostings(t, name, got, want)
@@ -143,19 +149,11 @@ func TestFlushWritesSameBytes(t *testing.T) {
 // tail as bytes or the tail was decoded and encoded again.
 func TestFlushBatchingWritesSameBytes(t *testing.T) {
 	docs := testCorpus(700)
-	want, wantSt := runCorpus(t, docs, corpusRun{flushDocs: len(docs), cacheBytes: -1})
-	for _, cr := range []corpusRun{
+	runsWriteSame(t, docs, corpusRun{flushDocs: len(docs), cacheBytes: -1}, []corpusRun{
 		{flushDocs: 97, cacheBytes: -1},
 		{flushDocs: 13, cacheBytes: 0},
 		{flushDocs: 1, cacheBytes: 2 << 10},
-	} {
-		name := fmt.Sprintf("%+v", cr)
-		got, st := runCorpus(t, docs, cr)
-		samePostings(t, name, got, want)
-		if st.Terms != wantSt.Terms || st.PostingsBytes != wantSt.PostingsBytes || st.Docs != wantSt.Docs {
-			t.Errorf("%s: stats %+v, want %+v", name, st, wantSt)
-		}
-	}
+	})
 }
 
 // appendToBlock writes what encodeBlock writes for the whole list, and

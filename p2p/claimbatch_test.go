@@ -46,6 +46,30 @@ func keysAt(all []peer.ID, at peer.ID, n int, tag string) [][]byte {
 	return keys
 }
 
+// claimAtOnce makes every claim i (values[i] for keys[i], at by(i)) on a
+// goroutine of its own, and checks that each learns a winner no greater
+// than its own value.
+func claimAtOnce(ctx context.Context, t *testing.T, by func(i int) *testNode, keys [][]byte, values []string) {
+	t.Helper()
+	winners := make([]string, len(values))
+	var wg sync.WaitGroup
+	for i := range values {
+		wg.Go(func() {
+			w, err := by(i).Claim(ctx, keys[i], values[i])
+			if err != nil {
+				t.Error(err)
+			}
+			winners[i] = w
+		})
+	}
+	wg.Wait()
+	for i, w := range winners {
+		if w != values[i] && !claimBeats(w, values[i]) {
+			t.Errorf("claim of %s answered with the greater %s", values[i], w)
+		}
+	}
+}
+
 // startTrio starts three nodes that know each other.
 func startTrio(t *testing.T, mutate func(*Config)) (a, b, c *testNode, all []peer.ID) {
 	a = startNode(t, mutate, nil)
@@ -69,27 +93,13 @@ func TestClaimBatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	values := make([]string, n)
-	winners := make([]string, n)
-	var wg sync.WaitGroup
+	claimKeys := make([][]byte, n)
 	for i := range n {
 		// Two claims per key, of different lengths.
 		values[i] = heldURL(t, all, b.ID(), r, fmt.Sprintf("p%d%s", i, map[bool]string{true: "-longer"}[i%2 == 1]))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := b.Claim(ctx, keys[i/2], values[i])
-			if err != nil {
-				t.Error(err)
-			}
-			winners[i] = w
-		}()
+		claimKeys[i] = keys[i/2]
 	}
-	wg.Wait()
-	for i, w := range winners {
-		if w != values[i] && !claimBeats(w, values[i]) {
-			t.Errorf("claim of %s answered with the greater %s", values[i], w)
-		}
-	}
+	claimAtOnce(ctx, t, func(int) *testNode { return b }, claimKeys, values)
 	for k, key := range keys {
 		least := values[2*k]
 		if claimBeats(values[2*k+1], least) {

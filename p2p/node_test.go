@@ -597,13 +597,7 @@ func heldURL(t testing.TB, all []peer.ID, holder peer.ID, r int, tag string) str
 // TestClaimAcrossNodes: claims routed through the network reach one
 // registry, which keeps the least value (see TestClaimKeepsTheLeastValue).
 func TestClaimAcrossNodes(t *testing.T) {
-	a := startNode(t, nil, nil)
-	b := startNode(t, nil, []*testNode{a})
-	c := startNode(t, nil, []*testNode{a})
-	for _, n := range []*testNode{a, b, c} {
-		waitFor(t, 10*time.Second, "membership", func() bool { return knows(n, a.ID(), b.ID(), c.ID()) })
-	}
-	all := []peer.ID{a.ID(), b.ID(), c.ID()}
+	a, b, c, all := startTrio(t, nil)
 	r := a.cfg.Replicas
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -630,32 +624,17 @@ func TestClaimAcrossNodes(t *testing.T) {
 	// Concurrent claims on a fresh key: each learns a winner no greater
 	// than its own value, and afterwards every claim learns the least.
 	key := []byte("contested")
-	var wg sync.WaitGroup
 	values := make([]string, 9)
-	winners := make([]string, 9)
+	keys := make([][]byte, 9)
+	by := func(i int) *testNode { return []*testNode{a, b, c}[i%3] }
 	least := ""
-	for i := range winners {
-		n := []*testNode{a, b, c}[i%3]
-		values[i] = heldURL(t, all, n.ID(), r, fmt.Sprintf("v%d", i))
+	for i := range values {
+		values[i], keys[i] = heldURL(t, all, by(i).ID(), r, fmt.Sprintf("v%d", i)), key
 		if least == "" || claimBeats(values[i], least) {
 			least = values[i]
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := n.Claim(ctx, key, values[i])
-			if err != nil {
-				t.Error(err)
-			}
-			winners[i] = w
-		}()
 	}
-	wg.Wait()
-	for i, w := range winners {
-		if w != values[i] && !claimBeats(w, values[i]) {
-			t.Errorf("claim of %s answered with the greater %s", values[i], w)
-		}
-	}
+	claimAtOnce(ctx, t, by, keys, values)
 	for i, n := range []*testNode{a, b, c} {
 		if w, err := n.Claim(ctx, key, heldURL(t, all, n.ID(), r, "a-late-and-longer-value")); err != nil || w != least {
 			t.Fatalf("late claim at node %d won by %q (%v), want the least %s", i, w, err, least)
