@@ -186,45 +186,88 @@ func (s *hostData) deleteHostKeys(prefix, host string) error {
 }
 
 // keep writes the markers, sitemaps and queued URLs of items (under this
-// node's keys) and deletes the queued keys of the URLs settled now.
+// node's keys) and deletes the queued keys of the URLs settled now. A
+// peer's payload may carry far more keys than one Badger transaction
+// takes, so they are written in as many as needed (splitTxn); each write
+// is correct alone, and an error or a crash between commits leaves a
+// prefix of them written, which a retry completes.
 func (s *hostData) keep(markers []peermsg.Fetched, maps []peermsg.Sitemap, queued []peermsg.Fetched, settled []peermsg.Fetched) error {
 	if len(markers)+len(maps)+len(queued)+len(settled) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := func() error {
+		w := newSplitTxn(s.db)
+		defer w.discard()
 		for _, m := range markers {
-			if err := txn.Set(hostKey(prefixFetchedMarker, m.Host, m.URL), nil); err != nil {
+			k := hostKey(prefixFetchedMarker, m.Host, m.URL)
+			if err := w.do(func(txn *badger.Txn) error { return txn.Set(k, nil) }); err != nil {
 				return err
 			}
 		}
 		for _, sm := range maps {
-			if err := txn.Set(hostKey(prefixSitemap, sm.Host, sm.URL), peermsg.EncodeSitemap(sm)); err != nil {
+			k, v := hostKey(prefixSitemap, sm.Host, sm.URL), peermsg.EncodeSitemap(sm)
+			if err := w.do(func(txn *badger.Txn) error { return txn.Set(k, v) }); err != nil {
 				return err
 			}
 		}
 		for _, q := range queued {
-			if err := txn.Set(hostKey(prefixQueued, q.Host, q.URL), nil); err != nil {
+			k := hostKey(prefixQueued, q.Host, q.URL)
+			if err := w.do(func(txn *badger.Txn) error { return txn.Set(k, nil) }); err != nil {
 				return err
 			}
 		}
 		for _, f := range settled {
 			k := hostKey(prefixQueued, f.Host, f.URL)
-			if _, err := txn.Get(k); errors.Is(err, badger.ErrKeyNotFound) {
-				continue
-			} else if err != nil {
-				return err
-			}
-			if err := txn.Delete(k); err != nil {
+			err := w.do(func(txn *badger.Txn) error {
+				if _, err := txn.Get(k); errors.Is(err, badger.ErrKeyNotFound) {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				return txn.Delete(k)
+			})
+			if err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+		return w.commit()
+	}()
 	if err != nil {
 		return fmt.Errorf("keep %d markers, %d sitemaps, %d queued URLs: %w", len(markers), len(maps), len(queued), err)
 	}
 	return nil
 }
+
+// splitTxn writes through one Badger transaction at a time: when a write
+// does not fit in the current one (badger.ErrTxnTooBig), it commits that
+// and makes the write in a new one. Only for writes that are each correct
+// on their own, since a failure leaves the earlier transactions committed.
+type splitTxn struct {
+	db  *badger.DB
+	txn *badger.Txn
+}
+
+func newSplitTxn(db *badger.DB) *splitTxn {
+	return &splitTxn{db: db, txn: db.NewTransaction(true)}
+}
+
+// do runs write in the current transaction, or in a new one after
+// committing the current one if it does not fit.
+func (w *splitTxn) do(write func(*badger.Txn) error) error {
+	err := write(w.txn)
+	if !errors.Is(err, badger.ErrTxnTooBig) {
+		return err
+	}
+	if err := w.txn.Commit(); err != nil {
+		return err
+	}
+	w.txn = w.db.NewTransaction(true)
+	return write(w.txn)
+}
+
+func (w *splitTxn) commit() error { return w.txn.Commit() }
+
+func (w *splitTxn) discard() { w.txn.Discard() }
 
 // docBytes estimates a document's size on the wire.
 func docBytes(d *index.Document) int {

@@ -90,11 +90,16 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 // a logger), sized for a volunteer's machine: the RSS target is 300 MB per
 // node on the real corpus. Benchmarks open their stores with them too.
 //
-// Why these values (BENCHMARKS.md, "Memory"): a heap profile of a node
-// crawling the corpus showed three quarters of the Go heap in Badger's
-// write path — memtable arenas and the table builder that turns a full
-// memtable into an L0 table, which holds several copies of it — so the
-// memtables are 16 MiB, not Badger's 64.
+// Memtables of 4 MiB, not Badger's 64 (BENCHMARKS.md, "Small
+// memtables"): the table builder that turns a full memtable into
+// an L0 table builds the whole table in memory, in buffers from Badger's
+// allocator pool that double as they fill (so up to twice the memtable),
+// and the pool keeps up to eight allocators with every buffer they grew,
+// handing them round to compactions and flushes alike: in time each pooled
+// allocator holds about twice a memtable, all of it live Go heap that a
+// node at its memory limit marks at every collection. A transaction may
+// hold 15 % of a memtable (about 600 KB here); the writers that can
+// exceed it commit and go on in another transaction (ErrTxnTooBig).
 //
 // No Badger compression. The index already zstd-compresses page records
 // and cached copies and varint-packs its postings; Snappy on top still
@@ -130,7 +135,7 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 func BadgerOptions(dir string) badger.Options {
 	o := badger.DefaultOptions(dir).
 		WithLogger(nil).
-		WithMemTableSize(16 << 20).
+		WithMemTableSize(4 << 20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(8 << 20).
