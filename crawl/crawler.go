@@ -588,8 +588,9 @@ func (c *Crawler) addChunked(items []addItem, extra func(txn *badger.Txn) error,
 		return res, err
 	}
 	var total addResult
-	for start := 0; start < len(items); start += 500 {
-		r, err := c.front.add(items[start:min(start+500, len(items))], nil)
+	chunk := c.front.itemsPerTxn()
+	for start := 0; start < len(items); start += chunk {
+		r, err := c.front.add(items[start:min(start+chunk, len(items))], nil)
 		if err != nil {
 			return total, err
 		}

@@ -589,6 +589,19 @@ type addedKey struct {
 // addResult counts what add did.
 type addResult struct{ New, Known int }
 
+// itemsPerTxn is how many URLs one frontier transaction takes when their
+// number is up to a peer or a page (a handed-off host's records, URLs
+// marked fetched, a page's links once they did not fit together). Each
+// writes its seen record and its queue entry and deletes the old entry:
+// keys carry the host (ImportHost refuses hosts over 300 bytes), and a
+// value is inline in the transaction up to Badger's value threshold (a
+// record is at most maxImportRecord), beyond it a pointer; a transaction
+// holds up to Badger's MaxBatchSize (15 % of a memtable).
+func (f *frontier) itemsPerTxn() int {
+	perItem := 3*(2*300+64) + 2*min(int(f.db.Opts().ValueThreshold), maxImportRecord)
+	return max(16, min(500, int(f.db.MaxBatchSize())/perItem))
+}
+
 // add puts items into the frontier in one transaction together with extra
 // (the processing stage deletes its queue entry in the same transaction, so
 // links are enqueued exactly once). A URL already queued gets the cash added

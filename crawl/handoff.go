@@ -123,11 +123,12 @@ func (c *Crawler) ImportHost(ctx context.Context, e *HostExport) error {
 		}
 		recs = append(recs, r)
 	}
-	for start := 0; start < len(recs); start += 500 {
+	chunk := c.front.itemsPerTxn()
+	for start := 0; start < len(recs); start += chunk {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := c.front.importRecords(host, recs[start:min(start+500, len(recs))], c.recrawlKeyer()); err != nil {
+		if err := c.front.importRecords(host, recs[start:min(start+chunk, len(recs))], c.recrawlKeyer()); err != nil {
 			return fmt.Errorf("import host %s: %w", host, err)
 		}
 	}
@@ -409,12 +410,13 @@ func (c *Crawler) Hosts(ctx context.Context) ([]string, error) {
 // owner's host holds its pages but not its seen set; it calls MarkFetched
 // for those pages, then Add with their links. Bad URLs are skipped.
 func (c *Crawler) MarkFetched(ctx context.Context, urls []string) error {
-	for start := 0; start < len(urls); start += 500 {
+	chunk := c.front.itemsPerTxn()
+	for start := 0; start < len(urls); start += chunk {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var batch []addItem
-		for _, raw := range urls[start:min(start+500, len(urls))] {
+		for _, raw := range urls[start:min(start+chunk, len(urls))] {
 			u, err := NormalizeURL(raw, nil)
 			if err != nil {
 				c.count.filter("bad_url")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/gob"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,63 @@ func TestHostExportQueued(t *testing.T) {
 		if got[i].URL != want[i].URL || got[i].Cash != want[i].Cash || got[i].Depth != want[i].Depth || got[i].Base != want[i].Base {
 			t.Errorf("Queued[%d] = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestBatchesFitSmallTransactions: how many URLs a page links, a handoff
+// carries or a replica marks fetched is up to a page or a peer; with a
+// store whose transactions are small (a 1 MiB memtable: 157 KB) and long
+// URLs, Add, ImportHost and MarkFetched still write every one, in as many
+// transactions as needed.
+func TestBatchesFitSmallTransactions(t *testing.T) {
+	open := func() *badger.DB {
+		db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil).
+			WithMemTableSize(1 << 20).WithValueThreshold(1 << 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	long := func(host string, i int) string {
+		return fmt.Sprintf("http://%s/%04d/%s", host, i, strings.Repeat("x", 900))
+	}
+	const n = 600
+	a := engCrawler(t, open(), nil)
+	var links []Discovered
+	for i := range n {
+		links = append(links, Discovered{URL: long("big.test", i)})
+	}
+	if err := a.Add(t.Context(), links); err != nil {
+		t.Fatalf("add %d long links: %v", n, err)
+	}
+	if got := a.Stats().Frontier; got != n {
+		t.Fatalf("frontier after adding %d links = %d", n, got)
+	}
+	exp, err := a.ExportHost(t.Context(), "big.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := engCrawler(t, open(), nil)
+	if err := b.ImportHost(t.Context(), exp); err != nil {
+		t.Fatalf("import %d records: %v", len(exp.URLs), err)
+	}
+	if got := b.Stats().Frontier; got != n {
+		t.Fatalf("frontier after importing %d records = %d", n, got)
+	}
+	var fetched []string
+	var again []Discovered
+	for i := range n {
+		fetched = append(fetched, long("done.test", i))
+		again = append(again, Discovered{URL: long("done.test", i)})
+	}
+	if err := b.MarkFetched(t.Context(), fetched); err != nil {
+		t.Fatalf("mark %d fetched: %v", n, err)
+	}
+	if err := b.Add(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Stats().Frontier; got != n {
+		t.Fatalf("frontier after adding %d URLs marked fetched = %d, want %d (those imported)", n, got, n)
 	}
 }

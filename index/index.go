@@ -1200,14 +1200,19 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 		return nil
 	})
 	if err == nil && len(late) > 0 {
-		err = ix.db.Update(func(txn *badger.Txn) error {
-			for _, u := range late {
-				if err := txn.Set([]byte(prefixReindex+u), nil); err != nil {
-					return err
-				}
+		// As many transactions as the requests need: a page links to as
+		// many pages as it likes.
+		wb := ix.db.NewWriteBatch()
+		for _, u := range late {
+			if err = wb.Set([]byte(prefixReindex+u), nil); err != nil {
+				break
 			}
-			return nil
-		})
+		}
+		if err == nil {
+			err = wb.Flush()
+		} else {
+			wb.Cancel()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("index: add anchors: re-index requests: %w", err)
