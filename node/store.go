@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -90,16 +91,18 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 // a logger), sized for a volunteer's machine: the RSS target is 300 MB per
 // node on the real corpus. Benchmarks open their stores with them too.
 //
-// Memtables of 4 MiB, not Badger's 64 (BENCHMARKS.md, "Small
-// memtables"): the table builder that turns a full memtable into
-// an L0 table builds the whole table in memory, in buffers from Badger's
-// allocator pool that double as they fill (so up to twice the memtable),
-// and the pool keeps up to eight allocators with every buffer they grew,
-// handing them round to compactions and flushes alike: in time each pooled
-// allocator holds about twice a memtable, all of it live Go heap that a
-// node at its memory limit marks at every collection. A transaction may
-// hold 15 % of a memtable (about 600 KB here); the writers that can
-// exceed it commit and go on in another transaction (ErrTxnTooBig).
+// Memtables of 4–16 MiB, not Badger's 64, by the process's Go memory
+// limit (memTableSize; BENCHMARKS.md, "Small memtables"): the table
+// builder that turns a full memtable into an L0 table builds the whole
+// table in memory, in buffers from Badger's allocator pool that double
+// as they fill (so up to twice the memtable), and the pool keeps up to
+// eight allocators with every buffer they grew, handing them round to
+// compactions and flushes alike: in time the pool holds about ten to
+// twelve memtables, all of it live Go heap that a node at its memory
+// limit marks at every collection. A transaction may hold 15 % of a
+// memtable (600 KB at 4 MiB); the writers whose size a page or a peer
+// decides commit and go on in another transaction (ErrTxnTooBig) or
+// size their chunks from db.MaxBatchSize.
 //
 // No Badger compression. The index already zstd-compresses page records
 // and cached copies and varint-packs its postings; Snappy on top still
@@ -135,7 +138,7 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 func BadgerOptions(dir string) badger.Options {
 	o := badger.DefaultOptions(dir).
 		WithLogger(nil).
-		WithMemTableSize(4 << 20).
+		WithMemTableSize(memTableSize()).
 		WithNumMemtables(3).
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(8 << 20).
@@ -146,6 +149,18 @@ func BadgerOptions(dir string) badger.Options {
 		WithDetectConflicts(false)
 	o.TableSizeMultiplier = 1 // Badger has no With method for it
 	return o
+}
+
+// memTableSize is a node's memtable size for the process's Go memory
+// limit (debug.SetMemoryLimit, which cmd/sou sets before it opens a
+// node): a 56th of it, so that the table builders' pool (about twelve
+// memtables) stays within a fifth of the limit, and at least 4 MiB and
+// at most 16 MiB. At a node's default limit of 224 MiB that is 4 MiB;
+// without a limit (benchmarks, tests) 16 MiB, where smaller memtables
+// only cost more flushes and compactions.
+func memTableSize() int64 {
+	const lo, hi = 4 << 20, 16 << 20
+	return min(max(debug.SetMemoryLimit(-1)/56&^(1<<20-1), lo), hi)
 }
 
 // IndexOptions are a node's index settings; benchmarks use them too.

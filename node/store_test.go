@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"testing"
 
@@ -136,5 +138,27 @@ func TestOpenAfterKillDuringValueLogCreation(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMemTableSizeFollowsMemoryLimit: a node's memtables are a 56th of
+// the process's Go memory limit, within 4 and 16 MiB.
+func TestMemTableSizeFollowsMemoryLimit(t *testing.T) {
+	was := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(was)
+	for _, c := range []struct {
+		limit int64
+		want  int64
+	}{
+		{math.MaxInt64, 16 << 20}, // no limit
+		{224 << 20, 4 << 20},      // a node's default
+		{100 << 20, 4 << 20},
+		{512 << 20, 9 << 20},
+		{2 << 30, 16 << 20},
+	} {
+		debug.SetMemoryLimit(c.limit)
+		if got := BadgerOptions(t.TempDir()).MemTableSize; got != c.want {
+			t.Errorf("memory limit %d MiB: memtable %d bytes, want %d", c.limit>>20, got, c.want)
+		}
 	}
 }

@@ -88,7 +88,8 @@ func newNodeCmd() *cobra.Command {
 // down rather than dying. The C heap (gojieba's dictionary, ~51 MB) is
 // outside the limit. A higher limit costs the collector less CPU but
 // takes a node's memory past its target (BENCHMARKS.md, "Analyse once, a
-// smaller dictionary").
+// smaller dictionary"). The node sizes its Badger memtables from the
+// limit (node.BadgerOptions), so it is set before the node opens.
 const defaultMemoryLimitMB = 224
 
 // setMemoryLimit applies --memory-limit-mb unless GOMEMLIMIT is set.
