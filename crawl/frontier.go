@@ -593,12 +593,12 @@ type addResult struct{ New, Known int }
 // number is up to a peer or a page (a handed-off host's records, URLs
 // marked fetched, a page's links once they did not fit together). Each
 // writes its seen record and its queue entry and deletes the old entry:
-// keys carry the host (ImportHost refuses hosts over 300 bytes), and a
+// keys carry the host (at most maxImportHost bytes), and a
 // value is inline in the transaction up to Badger's value threshold (a
 // record is at most maxImportRecord), beyond it a pointer; a transaction
 // holds up to Badger's MaxBatchSize (15 % of a memtable).
 func (f *frontier) itemsPerTxn() int {
-	perItem := 3*(2*300+64) + 2*min(int(f.db.Opts().ValueThreshold), maxImportRecord)
+	perItem := 3*(2*maxImportHost+64) + 2*min(int(f.db.Opts().ValueThreshold), maxImportRecord)
 	return max(16, min(500, int(f.db.MaxBatchSize())/perItem))
 }
 

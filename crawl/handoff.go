@@ -28,6 +28,9 @@ type HostExport struct {
 // maxImportRecord caps one record from a peer.
 const maxImportRecord = 64 << 10
 
+// maxImportHost bounds the host name of an imported host.
+const maxImportHost = 300
+
 // maxImportedWait caps how far ahead an imported host record may set the
 // host's next request.
 const maxImportedWait = time.Hour
@@ -83,7 +86,7 @@ func (c *Crawler) ExportHost(ctx context.Context, host string) (*HostExport, err
 // either side stays fetched; cash adds up; queued URLs join the local queue.
 // Importing the same export twice only adds its cash twice.
 func (c *Crawler) ImportHost(ctx context.Context, e *HostExport) error {
-	if e == nil || e.Host == "" || len(e.Host) > 300 {
+	if e == nil || e.Host == "" || len(e.Host) > maxImportHost {
 		return errors.New("import host: missing or bad host")
 	}
 	host := e.Host

@@ -302,13 +302,13 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
 		}
 		return d
-	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.FastConfig().Fetch.FirstByteTimeout)
+	}, nodeBodyCap(), crawl.FastConfig().Fetch.FirstByteTimeout)
 	rep.Crawl.classify(fetches, kills.list())
 	rep.Crawl.CPUSecondsAll = round3(crawlCPU)
 	if rep.Crawl.PagesFetched > 0 {
 		rep.Crawl.CPUMsPerPage = round3(1000 * crawlCPU / float64(rep.Crawl.PagesFetched))
 	}
-	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches, crawl.FastConfig().Fetch.MaxBodyBytes); err != nil {
+	if rep.Crawl.CorpusHTML, err = corpusHTML(truth.Hosts, fetches, nodeBodyCap()); err != nil {
 		// The report stands without this figure; say why it is missing.
 		rep.Events = append(rep.Events, err.Error())
 		logf("%v", err)
@@ -510,7 +510,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 	}
 	sort.Float64s(crashAt)
 	expected := max(1, web.Truth().Required)
-	prog := newProgress(web.Truth(), crawl.FastConfig().Fetch.MaxBodyBytes)
+	prog := newProgress(web.Truth(), nodeBodyCap())
 	start := time.Now()
 	deadline := start.Add(cfg.Timeout)
 	quiet := newQuietDetector()
@@ -727,6 +727,10 @@ type progress struct {
 	next     int
 	maxBody  int64
 }
+
+// nodeBodyCap is the body cap of the testnet's nodes, which crawl with
+// crawl.FastConfig: the most of a response a node reads (fetch.delivered).
+func nodeBodyCap() int64 { return crawl.FastConfig().Fetch.MaxBodyBytes }
 
 // newProgress counts the required pages of t as responses deliver them to
 // crawlers whose body cap is maxBody (fetch.delivered).

@@ -603,7 +603,7 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 			d = max(d, min(time.Duration(h.CrawlDelay*float64(time.Second)), fast.MaxCrawlDelay))
 		}
 		return d
-	}, crawl.FastConfig().Fetch.MaxBodyBytes, crawl.DefaultConfig().Fetch.FirstByteTimeout)
+	}, nodeBodyCap(), crawl.DefaultConfig().Fetch.FirstByteTimeout)
 
 	// After churn the survivors' views must agree again before the
 	// statistics and the searches mean anything.
@@ -773,7 +773,7 @@ func (s *simulation) waitMembers(ctx context.Context, want int, limit time.Durat
 func (s *simulation) crawl(ctx context.Context, rep *Report, sec *SimSection) error {
 	cfg := s.cfg
 	expected := max(1, s.web.Truth().Required)
-	prog := newProgress(s.web.Truth(), crawl.FastConfig().Fetch.MaxBodyBytes)
+	prog := newProgress(s.web.Truth(), nodeBodyCap())
 	start := time.Now()
 	deadline := start.Add(cfg.Timeout)
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xc4a2))

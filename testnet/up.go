@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"sou/crawl"
 	"sou/testnet/simweb"
 )
 
@@ -92,7 +91,7 @@ func Up(ctx context.Context, cfg UpConfig) error {
 	}
 	fmt.Fprintf(out, "crawl seeded with %d URLs; search from any node's UI above. Ctrl-C stops the testnet.\n\n", len(web.Seeds()))
 
-	prog := newProgress(truth, crawl.FastConfig().Fetch.MaxBodyBytes)
+	prog := newProgress(truth, nodeBodyCap())
 	start := time.Now()
 	lines := 0
 	t := time.NewTicker(time.Second)
