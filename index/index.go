@@ -92,6 +92,8 @@ type Stats struct {
 	// forms refused (malformed, or of another analyzer version; those
 	// pages were analysed).
 	PutsAnalysed, FormsReplayed, FormsRefused uint64
+	// Held counts the pages stored without postings (held.go).
+	Held int
 }
 
 // Index is one node's shard: page store and positional postings in the
@@ -116,6 +118,10 @@ type Index struct {
 	// pendingHint sizes the next pending index (terms of the last batch).
 	pendingHint int
 	reindex     map[string]time.Time // URL -> first anchor change not yet indexed
+	// held marks the docIDs of held pages (held.go), heldHosts counts
+	// them per host.
+	held      []uint64
+	heldHosts map[string]int
 	// putsSinceFlush counts Puts since the last flush (guarded by mu): a
 	// flush that finds none re-indexes every page waiting for its anchors.
 	putsSinceFlush int
@@ -153,6 +159,7 @@ type Index struct {
 	deletions atomic.Uint64
 	pub       state
 	pubPend   int
+	pubHeld   int
 
 	stop chan struct{}
 	done chan struct{}
@@ -209,7 +216,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	ix := &Index{
 		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec,
-		reindex: map[string]time.Time{}, hosts: map[string]*hostAgg{},
+		reindex: map[string]time.Time{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -353,6 +360,9 @@ func (ix *Index) load() error {
 			}
 		}
 		it.Close()
+		if err := ix.loadHeld(txn); err != nil {
+			return err
+		}
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixReindex)})
 		for it.Rewind(); it.Valid(); it.Next() {
 			ix.reindex[string(it.Item().Key()[len(prefixReindex):])] = time.Time{} // due at once
@@ -369,7 +379,7 @@ func (ix *Index) load() error {
 
 // analyzeStored analyzes the stored document id (nil if it is deleted).
 func (ix *Index) analyzeStored(id uint32) (*docPostings, error) {
-	if ix.isDeleted(id) {
+	if ix.isDeleted(id) || ix.isHeld(id) {
 		return nil, nil
 	}
 	rec, err := ix.getByID(nil, id, false)
@@ -517,6 +527,14 @@ func (ix *Index) isDeleted(id uint32) bool {
 
 // pendingDocs is the number of stored documents whose postings are
 // buffered. Callers hold ix.mu.
+// pendingBytes is the size of the buffered postings. Callers hold ix.mu.
+func (ix *Index) pendingBytes() int {
+	if ix.pending == nil {
+		return 0
+	}
+	return ix.pending.bytes
+}
+
 func (ix *Index) pendingDocs() int {
 	if ix.pending == nil {
 		return 0
@@ -533,15 +551,19 @@ func (ix *Index) publish() {
 	// longer in the buffer (counting only the buffer let a node report
 	// itself idle in the middle of a flush).
 	ix.pubPend = int(ix.st.NextDoc-ix.st.Flushed) + len(ix.reindex)
+	ix.pubHeld = 0
+	for _, n := range ix.heldHosts {
+		ix.pubHeld += n
+	}
 	ix.metaMu.Unlock()
 }
 
 // Stats reports the shard's size and collection statistics.
 func (ix *Index) Stats() Stats {
 	ix.metaMu.RLock()
-	st, pend := ix.pub, ix.pubPend
+	st, pend, held := ix.pub, ix.pubPend, ix.pubHeld
 	ix.metaMu.RUnlock()
-	s := Stats{Docs: st.Docs, Terms: st.Terms, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc}
+	s := Stats{Docs: st.Docs, Terms: st.Terms, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc, Held: held}
 	s.ReindexFormHits, s.ReindexFormMisses = ix.forms.counts()
 	s.PutsAnalysed, s.FormsReplayed, s.FormsRefused = ix.putsAnalysed.Load(), ix.formsReplayed.Load(), ix.formsRefused.Load()
 	for f := range NumFields {
@@ -866,14 +888,17 @@ func (ix *Index) store(ctx context.Context, p *preparedDoc) error {
 	if err == nil {
 		ix.putsSinceFlush++
 	}
-	pending, pendBytes := ix.pendingDocs(), 0
-	if ix.pending != nil {
-		pendBytes = ix.pending.bytes
-	}
+	pending, pendBytes := ix.pendingDocs(), ix.pendingBytes()
 	ix.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	return ix.maybeFlush(ctx, pending, pendBytes)
+}
+
+// maybeFlush starts a flush, or runs one, for pending docs of pendBytes
+// buffered postings.
+func (ix *Index) maybeFlush(ctx context.Context, pending, pendBytes int) error {
 	switch {
 	case pending >= 4*ix.opt.FlushDocs || pendBytes >= 2*ix.opt.FlushBytes:
 		// The background flusher is not keeping up: flush here (back
@@ -902,29 +927,43 @@ func (ix *Index) loadAnchors(u string) ([]string, error) {
 }
 
 func getDocID(txn *badger.Txn, u string) (uint32, bool, error) {
+	id, ok, _, err := getDoc(txn, u)
+	return id, ok, err
+}
+
+// getDoc is getDocID that also tells whether the page is held (held.go).
+func getDoc(txn *badger.Txn, u string) (id uint32, ok, held bool, err error) {
 	item, err := txn.Get([]byte(prefixURL + u))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
-	var id uint32
 	err = item.Value(func(v []byte) error {
-		if len(v) != 4 {
+		switch {
+		case len(v) == 4:
+		case len(v) == 5 && v[4] == heldMark:
+			held = true
+		default:
 			return errCorrupt
 		}
 		id = binary.BigEndian.Uint32(v)
 		return nil
 	})
-	return id, err == nil, err
+	return id, err == nil, held, err
 }
 
 // removeInTxn deletes doc id's keys, writes its tombstone and takes it out
 // of the statistics in ns. Callers hold ix.mu.
 func (ix *Index) removeInTxn(txn *badger.Txn, id uint32, ns *state) error {
 	m := ix.metas[id]
-	for _, k := range [][]byte{docKey(prefixDoc, id), docKey(prefixRaw, id), docKey(prefixLens, id), hostKey(m.host, id)} {
+	keys := [][]byte{docKey(prefixDoc, id), docKey(prefixRaw, id), docKey(prefixLens, id), hostKey(m.host, id)}
+	held := ix.isHeld(id)
+	if held {
+		keys = append(keys, heldKey(m.host, id))
+	}
+	for _, k := range keys {
 		if err := txn.Delete(k); err != nil {
 			return err
 		}
@@ -932,7 +971,7 @@ func (ix *Index) removeInTxn(txn *badger.Txn, id uint32, ns *state) error {
 	if err := txn.Set(docKey(prefixTomb, id), nil); err != nil {
 		return err
 	}
-	if id < ns.Flushed && !ix.isDeleted(id) { // only flushed docs are counted
+	if id < ns.Flushed && !ix.isDeleted(id) && !held { // only flushed docs are counted
 		ns.Docs--
 		for f := range NumFields {
 			ns.LenSum[f] -= int64(m.lens[f])
@@ -943,7 +982,9 @@ func (ix *Index) removeInTxn(txn *badger.Txn, id uint32, ns *state) error {
 
 // markDeleted updates memory after a committed removal. Callers hold ix.mu.
 func (ix *Index) markDeleted(id uint32) {
-	if id < ix.st.Flushed && !ix.isDeleted(id) {
+	if ix.isHeld(id) {
+		ix.unhold(id)
+	} else if id < ix.st.Flushed && !ix.isDeleted(id) {
 		ix.metaMu.Lock()
 		ix.hostAdd(&ix.metas[id], -1)
 		ix.metaMu.Unlock()
@@ -1016,18 +1057,7 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, fo
 	case !waiting:
 		ix.reindex[u] = time.Now()
 	}
-	ix.metaMu.Lock()
-	ix.metas = append(ix.metas, dp.meta)
-	ix.docHosts = append(ix.docHosts, ix.internHost(&ix.metas[len(ix.metas)-1]))
-	ix.maxStatic = max(ix.maxStatic, dp.meta.static)
-	if need := int(id/64) + 1; need > len(ix.deleted) {
-		grown := make([]atomic.Uint64, need*2)
-		for i := range ix.deleted {
-			grown[i].Store(ix.deleted[i].Load())
-		}
-		ix.deleted = grown
-	}
-	ix.metaMu.Unlock()
+	ix.appendMetaLocked(id, dp.meta)
 	if hasOld {
 		ix.markDeleted(old)
 	}
@@ -1039,6 +1069,23 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, fo
 	ix.forms.put(u, id, form)
 	ix.publish()
 	return nil
+}
+
+// appendMetaLocked records the metadata of the docID just allocated.
+// Callers hold ix.mu.
+func (ix *Index) appendMetaLocked(id uint32, m docMeta) {
+	ix.metaMu.Lock()
+	defer ix.metaMu.Unlock()
+	ix.metas = append(ix.metas, m)
+	ix.docHosts = append(ix.docHosts, ix.internHost(&ix.metas[len(ix.metas)-1]))
+	ix.maxStatic = max(ix.maxStatic, m.static)
+	if need := int(id/64) + 1; need > len(ix.deleted) {
+		grown := make([]atomic.Uint64, need*2)
+		for i := range ix.deleted {
+			grown[i].Store(ix.deleted[i].Load())
+		}
+		ix.deleted = grown
+	}
 }
 
 // Delete removes the page at url (handoff to another owner, or gone).
@@ -1144,10 +1191,12 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 		if !changed {
 			continue
 		}
-		_, exists, err := getDocID(txn, u)
+		// A held page is indexed with the anchors recorded when it is.
+		_, found, held, err := getDoc(txn, u)
 		if err != nil {
 			return fmt.Errorf("index: add anchors %q: %w", u, err)
 		}
+		exists := found && !held
 		set := func() error {
 			if err := txn.Set([]byte(prefixAnchors+u), encodeAnchors(cur)); err != nil {
 				return err
@@ -1189,11 +1238,11 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 	var late []string
 	err := ix.db.View(func(txn *badger.Txn) error {
 		for _, u := range unstored {
-			_, ok, err := getDocID(txn, u)
+			_, ok, held, err := getDoc(txn, u)
 			if err != nil {
 				return err
 			}
-			if ok {
+			if ok && !held {
 				late = append(late, u)
 			}
 		}

@@ -14,7 +14,7 @@ const (
 	keyAlloc        = "i:m:alloc"    // next docID to allocate (written by every Put)
 	keyFlush        = "i:m:flush"    // flush watermark, term count, postings bytes (written by every flush)
 	keyAnalyzer     = "i:m:analyzer" // Analyzer.Version the postings were made with
-	prefixURL       = "i:u:"         // url -> docID (4 bytes BE)
+	prefixURL       = "i:u:"         // url -> docID (4 bytes BE), then heldMark for a held page
 	prefixDoc       = "i:d:"         // docID -> page record without Raw: summary, then zstd (appendStored)
 	prefixRaw       = "i:r:"         // docID -> raw body (zstd)
 	prefixHost      = "i:h:"         // host 0x00 docID -> empty
@@ -23,6 +23,7 @@ const (
 	prefixAnchors   = "i:a:"         // url -> anchor texts received from other pages
 	prefixReindex   = "i:q:"         // url -> empty: anchors changed, re-index the page
 	prefixPostings  = "i:p:"         // term 0x00 lastDocID -> postings block
+	prefixHeld      = "i:z:"         // host 0x00 docID -> the page's analysed form (maybe empty): a held page (held.go)
 	maxAnchors      = 256
 	maxAnchorBytes  = 256
 	maxURLBytes     = 4096

@@ -112,8 +112,8 @@ func (ix *Index) loadForReindex(u string) reindexed {
 	r := reindexed{url: u}
 	var doc Document
 	err := ix.db.View(func(txn *badger.Txn) error {
-		id, ok, err := getDocID(txn, u)
-		if err != nil || !ok {
+		id, ok, held, err := getDoc(txn, u)
+		if err != nil || !ok || held { // a held page waits for IndexHeld
 			return err
 		}
 		item, err := txn.Get(docKey(prefixDoc, id))
@@ -173,9 +173,11 @@ func (ix *Index) applyReindexLocked(r *reindexed) error {
 	var anchors []string
 	err := ix.db.View(func(txn *badger.Txn) error {
 		var err error
-		if id, found, err = getDocID(txn, r.url); err != nil {
+		var held bool
+		if id, found, held, err = getDoc(txn, r.url); err != nil {
 			return err
 		}
+		found = found && !held
 		anchors, err = anchorsIn(txn, r.url)
 		return err
 	})

@@ -327,9 +327,13 @@ type Status struct {
 	OwnedHosts int         `json:"owned_hosts"`
 	KnownHosts int         `json:"known_hosts"`
 	Crawl      crawl.Stats `json:"crawl"`
-	Idle       bool        `json:"idle"`
+	// HeldOwned counts pages held unindexed as a replica (Index.Held)
+	// of hosts this node owns now: they are indexed within seconds.
+	HeldOwned int  `json:"held_owned"`
+	Idle      bool `json:"idle"`
 	// CrawlIdle is Idle without the outbox: nothing to crawl and every
-	// stored page searchable, whatever waits for other members.
+	// stored page of an owned host searchable, whatever waits for other
+	// members.
 	CrawlIdle       bool        `json:"crawl_idle"`
 	Index           index.Stats `json:"index"`
 	Outbox          int         `json:"outbox"`
@@ -382,9 +386,14 @@ func (n *Node) Status(ctx context.Context) Status {
 			}
 		}
 	}
+	for h, pages := range n.ix.Held() {
+		if n.net.IsOwner(h) {
+			s.HeldOwned += pages
+		}
+	}
 	// Idle: nothing to crawl, nothing to forward, and every stored page
-	// searchable.
-	s.CrawlIdle = n.crawler.Idle() && s.Index.Pending == 0
+	// of an owned host searchable.
+	s.CrawlIdle = n.crawler.Idle() && s.Index.Pending == 0 && s.HeldOwned == 0
 	s.Idle = s.CrawlIdle && s.Outbox == 0
 	s.BadgerLSM, s.BadgerVLog = n.dbSize()
 	if s.Errors == nil {

@@ -405,6 +405,24 @@ func (s *hostData) abandon(ctx context.Context, net messenger, host string) erro
 	return nil
 }
 
+// indexOwned indexes the pages this node holds unindexed as a replica
+// (index.HoldBatch) of every host that owns says it owns now. Search asks
+// a member for the hosts it owns by its view, so this follows the view
+// rather than waiting for placement's takeover.
+func (s *hostData) indexOwned(ctx context.Context, owns func(host string) bool) error {
+	for host := range s.ix.Held() {
+		if !owns(host) {
+			continue
+		}
+		n, err := s.ix.IndexHeld(ctx, host)
+		if err != nil {
+			return fmt.Errorf("index held pages of %s: %w", host, err)
+		}
+		s.log.Info("indexed the held pages of a host now owned", "host", host, "pages", n)
+	}
+	return nil
+}
+
 // forget deletes the pages and queued URLs of a host this node no longer
 // holds.
 func (s *hostData) forget(ctx context.Context, host string) error {
@@ -597,6 +615,9 @@ func (s *hostData) sitemaps(host string, missing func(string) bool) ([]peermsg.S
 // was fetched. Links to other hosts are routed again, which also recovers
 // what was in a dead owner's outbox.
 func (s *hostData) takeOver(ctx context.Context, net messenger, host string) error {
+	if _, err := s.ix.IndexHeld(ctx, host); err != nil {
+		return fmt.Errorf("index held pages of %s: %w", host, err)
+	}
 	var urls []string
 	var links []crawl.Discovered
 	err := s.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {

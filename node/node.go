@@ -190,6 +190,27 @@ func readPSK(path string) ([]byte, error) {
 	return key, nil
 }
 
+// indexOwnedLoop indexes, every ownedCheckInterval, the held replica
+// pages of the hosts this node has come to own (hostData.indexOwned).
+func (n *Node) indexOwnedLoop(ctx context.Context) {
+	t := time.NewTicker(ownedCheckInterval)
+	defer t.Stop()
+	for {
+		if err := n.data.indexOwned(ctx, n.net.IsOwner); err != nil && ctx.Err() == nil {
+			n.log.Error("indexing held pages", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ownedCheckInterval is how often a node looks for held pages of hosts it
+// owns; a takeover indexes them at once.
+const ownedCheckInterval = 2 * time.Second
+
 // Run serves until ctx ends, then shuts down cleanly: HTTP first, then the
 // crawler (its in-flight work persisted), the network (outboxes are already
 // durable), the index (flushed) and Badger.
@@ -226,6 +247,7 @@ func (n *Node) Run(ctx context.Context) error {
 	run(func(ctx context.Context) { n.place.flushItems(ctx, n.data) })
 	run(n.watchDisk)
 	run(n.syncs.run)
+	run(n.indexOwnedLoop)
 	if len(n.cfg.Seeds) > 0 {
 		if _, err := n.AddSeeds(ctx, n.cfg.Seeds); err != nil {
 			n.log.Warn("seeds", "err", err)

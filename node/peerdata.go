@@ -225,17 +225,22 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 		}
 		return true
 	}
-	var docs []*index.Document
-	var forms [][]byte
+	// Pages of hosts this node owns (a takeover's pull) are indexed; the
+	// others are held, unindexed, until this node owns their host
+	// (index.HoldBatch, indexOwned).
+	var own, held pagesWithForms
 	var settled, markers, queued []peermsg.Fetched
 	var maps []peermsg.Sitemap
 	for i, doc := range m.Docs {
 		if take(doc.Host, doc.URL) {
-			docs = append(docs, doc)
+			var form []byte
 			if i < len(m.Forms) {
-				forms = append(forms, m.Forms[i])
+				form = m.Forms[i]
+			}
+			if d.net.IsOwner(doc.Host) {
+				own.add(doc, form)
 			} else {
-				forms = append(forms, nil)
+				held.add(doc, form)
 			}
 			settled = append(settled, peermsg.Fetched{Host: doc.Host, URL: doc.URL})
 		}
@@ -263,7 +268,10 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	// The sender's Store waits for this answer (group commit). The
 	// owner's analysed forms are trusted as its pages' text is: it was
 	// authorised for their hosts just above.
-	if err := d.ix.PutAnalysedBatch(ctx, docs, forms); err != nil {
+	if err := d.ix.PutAnalysedBatch(ctx, own.docs, own.forms); err != nil {
+		return fmt.Errorf("replica pages: %w", err)
+	}
+	if err := d.ix.HoldBatch(ctx, held.docs, held.forms); err != nil {
 		return fmt.Errorf("replica pages: %w", err)
 	}
 	if err := d.data.keep(markers, maps, queued, append(settled, markers...)); err != nil {
@@ -282,7 +290,18 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	if err := d.stored(ctx, ok); err != nil {
 		return err
 	}
-	return d.acked(ctx, len(docs)+len(markers)+len(maps)+len(queued) > 0)
+	return d.acked(ctx, len(settled)+len(markers)+len(maps)+len(queued) > 0)
+}
+
+// pagesWithForms is pages with their analysed forms (nil: none).
+type pagesWithForms struct {
+	docs  []*index.Document
+	forms [][]byte
+}
+
+func (p *pagesWithForms) add(d *index.Document, form []byte) {
+	p.docs = append(p.docs, d)
+	p.forms = append(p.forms, form)
 }
 
 // receiveHandoffPages takes the pages (and the URLs queued) of hosts a

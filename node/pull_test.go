@@ -115,6 +115,14 @@ func TestTakeoverPullsWhatOthersHold(t *testing.T) {
 	if _, err := taker.ix.Get(ctx, page.URL); err != nil {
 		t.Fatalf("new owner does not hold %s after the takeover: %v", page.URL, err)
 	}
+	// Pulled as a replica's, the page was held unindexed; taken over, it
+	// is searchable.
+	if err := taker.ix.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held := taker.ix.Held()[host]; held != 0 || !indexedAt(t, taker.ix, "elsewhere", page.URL) {
+		t.Errorf("after the takeover %d pages of %s are held, and %s is not in the postings", held, host, page.URL)
+	}
 	exp, err := taker.crawler.ExportHost(ctx, host)
 	if err != nil {
 		t.Fatal(err)
@@ -131,4 +139,25 @@ func TestTakeoverPullsWhatOthersHold(t *testing.T) {
 	if !bytes.Contains(exp.State, []byte(sitemap.URL)) {
 		t.Errorf("the sitemap read elsewhere is not in the new owner's host state: it would be read again")
 	}
+}
+
+// indexedAt says whether the postings of word's term at ix list url.
+func indexedAt(t *testing.T, ix *index.Index, word, url string) bool {
+	t.Helper()
+	toks := ix.Analyzer().AnalyzeQuery(word)
+	if len(toks) != 1 {
+		t.Fatalf("%q is %d terms", word, len(toks))
+	}
+	r := ix.NewReader()
+	defer r.Close()
+	p, err := r.Postings(toks[0].Term, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := p.Doc(); d != index.NoMoreDocs; d = p.Next() {
+		if rec, err := r.Record(d); err == nil && r.Live(d) && rec.URL == url {
+			return true
+		}
+	}
+	return false
 }

@@ -53,10 +53,20 @@ func TestStoreWaitsForReplica(t *testing.T) {
 			t.Fatalf("replica does not hold %s when Store returned: %v", p.URL, err)
 		}
 	}
-	// The owner's analysed forms went with the pages: the replica
-	// analysed none of them.
-	if st := replica.ix.Stats(); st.FormsReplayed != 5 || st.FormsRefused != 0 {
-		t.Errorf("replica replayed %d forms and refused %d; want 5 and 0", st.FormsReplayed, st.FormsRefused)
+	// The replica holds the pages without postings, with the owner's
+	// analysed forms: indexing them, were it to own the host, analyses
+	// none of them.
+	if st := replica.ix.Stats(); st.Held != 5 || st.Docs != 0 || st.PutsAnalysed != 0 {
+		t.Errorf("replica holds %d pages, has %d indexed, analysed %d; want 5, 0, 0", st.Held, st.Docs, st.PutsAnalysed)
+	}
+	if err := replica.data.indexOwned(ctx, func(h string) bool { return h == host }); err != nil {
+		t.Fatalf("indexing the held pages: %v", err)
+	}
+	if held := replica.ix.Held(); len(held) != 0 {
+		t.Fatalf("still held after indexing: %v", held)
+	}
+	if st := replica.ix.Stats(); st.FormsReplayed != 5 || st.FormsRefused != 0 || st.PutsAnalysed != 0 {
+		t.Errorf("replica replayed %d forms, refused %d, analysed %d pages; want 5, 0, 0", st.FormsReplayed, st.FormsRefused, st.PutsAnalysed)
 	}
 	noindex := &crawl.Page{URL: "http://" + host + "/hidden", Host: host, Status: 200, NoIndex: true}
 	if err := s.Store(ctx, noindex); err != nil {

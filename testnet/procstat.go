@@ -162,7 +162,7 @@ func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures, 
 		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, WebRequests: requests[p.IP], CPUSeconds: f.CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
 		if p.alive() {
 			if st, err := p.status(ctx); err == nil {
-				nf.HostsOwned, nf.PagesStored, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs, st.Index.PostingsBytes
+				nf.HostsOwned, nf.PagesStored, nf.PagesHeld, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs+int64(st.Index.Held), st.Index.Held, st.Index.PostingsBytes
 				nf.PagesAnalysed, nf.FormsReplayed, nf.FormsRefused = st.Index.PutsAnalysed, st.Index.FormsReplayed, st.Index.FormsRefused
 				nf.ClaimBatches, nf.ClaimsBatched = st.P2P.ClaimBatchesSent, st.P2P.ClaimsBatched
 				nf.PagesReindexed = st.Index.ReindexFormHits + st.Index.ReindexFormMisses

@@ -153,10 +153,13 @@ type SearchReport struct {
 // every node in one process, where no figure of a node's own CPU or
 // memory exists, and leaves them out).
 type NodeFigures struct {
-	Node          int     `json:"node"`
-	Peer          string  `json:"peer"`
-	HostsOwned    int     `json:"hosts_owned"`
-	PagesStored   int64   `json:"pages_stored"`
+	Node        int    `json:"node"`
+	Peer        string `json:"peer"`
+	HostsOwned  int    `json:"hosts_owned"`
+	PagesStored int64  `json:"pages_stored"` // indexed and held
+	// PagesHeld are the pages it holds as a replica without postings
+	// (index.Stats.Held), indexed if it comes to own their hosts.
+	PagesHeld     int     `json:"pages_held"`
 	PostingsBytes int64   `json:"postings_bytes"`
 	TruthHosts    int     `json:"truth_hosts"`
 	TruthPages    int     `json:"truth_pages_required"`

@@ -620,7 +620,7 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		finalMembers = append(finalMembers, sn.host.ID())
 		st := sn.n.Status(ctx)
 		rep.PerNode = append(rep.PerNode, NodeFigures{
-			Node: sn.index, Peer: st.PeerID, HostsOwned: st.OwnedHosts, PagesStored: st.Index.Docs,
+			Node: sn.index, Peer: st.PeerID, HostsOwned: st.OwnedHosts, PagesStored: st.Index.Docs + int64(st.Index.Held), PagesHeld: st.Index.Held,
 			PostingsBytes: st.Index.PostingsBytes, WebRequests: requests[sn.ip],
 			PagesAnalysed: st.Index.PutsAnalysed, FormsReplayed: st.Index.FormsReplayed, FormsRefused: st.Index.FormsRefused,
 			ClaimBatches: st.P2P.ClaimBatchesSent, ClaimsBatched: st.P2P.ClaimsBatched,
@@ -632,9 +632,10 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 		for class, n := range st.Crawl.ErrorsByClass {
 			rep.Crawl.ErrorsByClass[class] += n
 		}
-		docs += st.Index.Docs
+		stored := st.Index.Docs + int64(st.Index.Held)
+		docs += stored
 		postings += st.Index.PostingsBytes
-		sec.Resources.DocsPerNodeMax = max(sec.Resources.DocsPerNodeMax, st.Index.Docs)
+		sec.Resources.DocsPerNodeMax = max(sec.Resources.DocsPerNodeMax, stored)
 		sec.Resources.PostingsBytesPerNodeMax = max(sec.Resources.PostingsBytesPerNodeMax, st.Index.PostingsBytes)
 	}
 	if len(statuses) > 0 {
