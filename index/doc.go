@@ -83,7 +83,7 @@
 //	i:m:alloc               next docID (written by every Put)
 //	i:m:flush               flush watermark, term count, postings bytes (written by every flush)
 //	i:m:analyzer            Analyzer.Version of the postings
-//	i:u:<url>               docID (uint32 BE)
+//	i:u:<url>               docID (uint32 BE), then 1 for a held page
 //	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
 //	i:r:<docID>             raw body as fetched, zstd
 //	i:h:<host>\x00<docID>   host listing for ForEachPage and handoff
@@ -91,6 +91,7 @@
 //	i:x:<docID>             tombstone of a deleted or replaced doc
 //	i:a:<url>               anchor texts received from other pages (may precede the page)
 //	i:q:<url>               re-index request (anchors changed for a stored page)
+//	i:z:<host>\x00<docID>   a held page: its owner's analysed form (maybe empty)
 //	i:p:<term>\x00<last>    postings block; <last> is the block's last docID (BE),
 //	                        0xFFFFFFFF for the term's tail block
 //
@@ -125,7 +126,13 @@
 // a cached form (formwire.go) for the page's replicas, and
 // PutAnalysedBatch indexes a page from its received form with the
 // receiver's own anchors, writing the postings an analysis would
-// (TestPutAnalysedBatchWritesSameBytes). A received form is bytes from a
+// (TestPutAnalysedBatchWritesSameBytes). A replica of a host it does not
+// own stores the page and its form without postings instead (HoldBatch,
+// held.go): search asks a member only for the hosts it owns, so a
+// replica's postings served nobody, and writing them (with their flushes
+// and re-indexes for anchors) repeated the owner's indexing work.
+// IndexHeld indexes a host's held pages from their forms when the node
+// comes to own it. A received form is bytes from a
 // peer: it is decoded with bounds and checked for everything the postings
 // rely on, and one that fails (or names another analyzer version) is
 // not used: the page is analysed. Under the

@@ -15,8 +15,16 @@
 // owns and waits for; other goroutines reach the machine only through
 // the loop (placer.do). Replication goes through p2p's durable outbox
 // under one topic (replication.go), each page with the analysed form its
-// owner's index made while the form cache still holds it (IndexOptions), so
-// that a replica replays the form instead of analysing the page; the
+// owner's index made while the form cache still holds it (IndexOptions).
+// A replica holds the page and its form without postings (index.HoldBatch):
+// search asks a member only for the hosts it owns, so postings of a
+// replica's pages would serve nobody until it owns their host. When it
+// does, by its view (indexOwnedLoop, every few seconds) or by placement's
+// takeover (before anything else in it), it indexes them from their forms
+// (index.IndexHeld); until then Status.HeldOwned counts them and the node
+// is not idle. This departs from DESIGN.md, whose replica is ready to
+// serve: a replica that takes a host over is searchable for it once
+// those pages are indexed, seconds for a host of thousands of pages. The
 // crawler's fetch gate is the machine's MayCrawl.
 //
 // # What peers send: decoded bounded, authorised by who sent it

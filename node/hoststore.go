@@ -43,6 +43,9 @@ type hostData struct {
 	ix      *index.Index
 	crawler *crawl.Crawler
 	log     *slog.Logger
+	// indexing serializes indexing held pages: a takeover and
+	// indexOwned would otherwise both analyse a host's pages.
+	indexing sync.Mutex
 }
 
 const (
@@ -414,13 +417,23 @@ func (s *hostData) indexOwned(ctx context.Context, owns func(host string) bool) 
 		if !owns(host) {
 			continue
 		}
-		n, err := s.ix.IndexHeld(ctx, host)
+		n, err := s.indexHeld(ctx, host)
 		if err != nil {
-			return fmt.Errorf("index held pages of %s: %w", host, err)
+			return err
 		}
 		s.log.Info("indexed the held pages of a host now owned", "host", host, "pages", n)
 	}
 	return nil
+}
+
+func (s *hostData) indexHeld(ctx context.Context, host string) (int, error) {
+	s.indexing.Lock()
+	defer s.indexing.Unlock()
+	n, err := s.ix.IndexHeld(ctx, host)
+	if err != nil {
+		return n, fmt.Errorf("index held pages of %s: %w", host, err)
+	}
+	return n, nil
 }
 
 // forget deletes the pages and queued URLs of a host this node no longer
@@ -615,8 +628,8 @@ func (s *hostData) sitemaps(host string, missing func(string) bool) ([]peermsg.S
 // was fetched. Links to other hosts are routed again, which also recovers
 // what was in a dead owner's outbox.
 func (s *hostData) takeOver(ctx context.Context, net messenger, host string) error {
-	if _, err := s.ix.IndexHeld(ctx, host); err != nil {
-		return fmt.Errorf("index held pages of %s: %w", host, err)
+	if _, err := s.indexHeld(ctx, host); err != nil {
+		return err
 	}
 	var urls []string
 	var links []crawl.Discovered

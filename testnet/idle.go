@@ -73,6 +73,9 @@ func busyReasons(st *node.Status, names map[string]string, now time.Time) string
 		if st.Index.Pending > 0 {
 			why = append(why, fmt.Sprintf("%d pages not yet searchable", st.Index.Pending))
 		}
+		if st.HeldOwned > 0 {
+			why = append(why, fmt.Sprintf("%d replica pages of hosts it now owns not yet indexed", st.HeldOwned))
+		}
 		if len(why) == 0 {
 			why = append(why, "crawler not idle (its state moved while it was read)")
 		}
