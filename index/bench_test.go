@@ -360,3 +360,88 @@ func BenchmarkAnalyzePage(b *testing.B) {
 		ix.releaseDoc(ix.analyzeDoc(docs[i%len(docs)], nil))
 	}
 }
+
+// BenchmarkHeld measures a replica's pages: storing them held, with their
+// owner's forms (what every replicated page costs now), against indexing
+// them from those forms (what PutAnalysedBatch cost every replicated page,
+// and what IndexHeld costs each page of a host taken over), per page of
+// 1,000 synthetic pages, CPU of all goroutines.
+//
+//	go test -run '^$' -bench BenchmarkHeld -benchtime 3x -count 6 ./index/
+func BenchmarkHeld(b *testing.B) {
+	syn, err := NewSynthetic(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const pages = 1000
+	docs := make([]*Document, pages)
+	for i := range docs {
+		docs[i] = syn.Page()
+	}
+	ctx := context.Background()
+	open := func(b *testing.B, formBytes int) *Index {
+		db := openDB(b, b.TempDir())
+		b.Cleanup(func() { db.Close() })
+		opts := DefaultOptions()
+		opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, formBytes
+		ix, err := Open(db, opts, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { ix.Close() })
+		return ix
+	}
+	owner := open(b, 64<<20)
+	if err := owner.PutBatch(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	forms := make([][]byte, pages)
+	for i, d := range docs {
+		r, err := owner.Get(ctx, d.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		forms[i] = owner.Form(d.URL, r.DocID)
+	}
+	hold := func(ix *Index) error { return ix.HoldBatch(ctx, docs, forms) }
+	for _, c := range []struct {
+		name       string
+		setup, run func(ix *Index) error
+	}{
+		{"hold", nil, hold},
+		{"put-from-forms", nil, func(ix *Index) error {
+			if err := ix.PutAnalysedBatch(ctx, docs, forms); err != nil {
+				return err
+			}
+			return ix.Flush(ctx)
+		}},
+		{"index-held", hold, func(ix *Index) error {
+			for h := range ix.Held() {
+				if _, err := ix.IndexHeld(ctx, h); err != nil {
+					return err
+				}
+			}
+			return ix.Flush(ctx)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ix := open(b, 4<<20)
+			var cpu time.Duration
+			for b.Loop() {
+				if c.setup != nil {
+					b.StopTimer()
+					if err := c.setup(ix); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				cpu0 := cpuTime()
+				if err := c.run(ix); err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - cpu0
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*pages), "cpu-us/page")
+		})
+	}
+}
