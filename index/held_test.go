@@ -3,6 +3,7 @@ package index
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -229,5 +230,151 @@ func TestHeldPagesLifecycle(t *testing.T) {
 	defer ix.Close()
 	if st := ix.Stats(); st.Held != 0 || st.Docs != 2 {
 		t.Fatalf("reopened: %d held, %d docs; want 0, 2", st.Held, st.Docs)
+	}
+}
+
+// A replica holds pages as their owner's index stores them (compressed,
+// with forms): it reads them back as the owner does and, once it indexes
+// them, shows a query what the owner's index shows.
+func TestStoredPagesHeldAsTheyAre(t *testing.T) {
+	ctx := context.Background()
+	docs := append(formTestDocs(t), testCorpus(40)...)
+	open := func() *Index {
+		db := openDB(t, t.TempDir())
+		t.Cleanup(func() { db.Close() })
+		opts := DefaultOptions()
+		opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, 32<<20
+		ix, err := Open(db, opts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ix.Close() })
+		return ix
+	}
+	owner, replica, third := open(), open(), open()
+	if err := owner.PutBatch(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pages := make([]StoredPage, len(docs))
+	for i, d := range docs {
+		p, err := owner.Stored(ctx, d.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Form) == 0 {
+			t.Fatalf("%s: stored page without its form", d.URL)
+		}
+		if s, err := replica.CheckStored(p); err != nil || s.URL != d.URL {
+			t.Fatalf("%s: checked as %q: %v", d.URL, s.URL, err)
+		}
+		pages[i] = p
+	}
+	if err := replica.HoldStoredBatch(ctx, pages); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		want, err := owner.Get(ctx, d.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := replica.Get(ctx, d.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.DocID = want.DocID
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s held as stored reads back\n%+v\nwant\n%+v", d.URL, got, want)
+		}
+		// A held page is sent on with the form it was held with.
+		p, err := replica.Stored(ctx, d.URL)
+		if err != nil || len(p.Form) == 0 {
+			t.Fatalf("%s: held page sent on without its form (%v)", d.URL, err)
+		}
+		if err := third.HoldStoredBatch(ctx, []StoredPage{p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ix := range []*Index{replica, third} {
+		for h := range ix.Held() {
+			if _, err := ix.IndexHeld(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ix.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := ix.Stats(); st.FormsReplayed != uint64(len(docs)) || st.PutsAnalysed != 0 {
+			t.Fatalf("%d forms replayed, %d pages analysed; want %d, 0", st.FormsReplayed, st.PutsAnalysed, len(docs))
+		}
+		w, g := visible(t, owner), visible(t, ix)
+		if len(w) == 0 || len(g) != len(w) {
+			t.Fatalf("%d visible postings, want %d", len(g), len(w))
+		}
+		for k, v := range w {
+			if g[k] != v {
+				t.Fatalf("%s: indexed from stored %q, owner %q", k, g[k], v)
+			}
+		}
+	}
+}
+
+// Stored pages from a peer that CheckStored must refuse before anything
+// trusts them.
+func TestCheckStoredRefuses(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	ix := openIndex(t, db, 100)
+	defer ix.Close()
+	d := doc("http://a.example/1", "alpha", "apple banana")
+	if err := ix.Put(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	good, err := ix.Stored(ctx, d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.CheckStored(good); err != nil {
+		t.Fatalf("the index's own page refused: %v", err)
+	}
+	withSummary := func(url, host string) []byte {
+		return appendStored(nil, &Document{URL: url, Host: host}, ix.enc.EncodeAll)
+	}
+	summary, _, _ := splitStored(good.Record)
+	restOf := func(frame []byte) []byte {
+		b := append([]byte{storedWithSummary}, binary.AppendUvarint(nil, uint64(len(summary)))...)
+		return append(append(b, summary...), frame...)
+	}
+	// A zstd frame header declaring 1 GiB of content, single segment.
+	huge := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xa0}, binary.LittleEndian.AppendUint32(nil, 1<<30)...)
+	skippable := []byte{0x50, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}
+	for name, p := range map[string]StoredPage{
+		"empty record":         {},
+		"record over its cap":  {Record: make([]byte, maxStoredRecordBytes+1)},
+		"form over its cap":    {Record: good.Record, Form: make([]byte, maxHeldFormBytes+1)},
+		"legacy record":        {Record: ix.enc.EncodeAll([]byte("whole record"), nil)},
+		"truncated summary":    {Record: good.Record[:5]},
+		"host not the URL's":   {Record: withSummary("http://a.example/1", "b.example")},
+		"no host":              {Record: withSummary("http://a.example/1", "")},
+		"no URL":               {Record: withSummary("", "")},
+		"NUL in URL":           {Record: withSummary("http://a.example/\x00", "a.example")},
+		"rest not zstd":        {Record: restOf([]byte("plain text"))},
+		"rest declaring 1 GiB": {Record: restOf(huge)},
+		"rest skippable":       {Record: restOf(skippable)},
+		"raw not zstd":         {Record: good.Record, Raw: []byte("<html>")},
+		"raw declaring 1 GiB":  {Record: good.Record, Raw: huge},
+	} {
+		if _, err := ix.CheckStored(p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if err := ix.HoldStoredBatch(ctx, []StoredPage{p}); err == nil {
+			t.Errorf("%s: held", name)
+		}
+	}
+	if st := ix.Stats(); st.Held != 0 {
+		t.Fatalf("%d pages held", st.Held)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -77,7 +78,21 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	page := func(path string) *index.Document {
 		return &index.Document{URL: "http://" + host + path, Host: host, Title: "forged " + path, Body: "forged body text", Status: 200}
 	}
+	// A page as an index stores it, made by the node that does not hold
+	// the host (its index is not checked below).
+	stored := func(h, path string) index.StoredPage {
+		d := &index.Document{URL: "http://" + h + path, Host: h, Title: "forged stored " + path, Body: "forged stored text", Status: 200, Raw: []byte("<p>forged")}
+		if err := other.ix.Put(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		sp, err := other.ix.Stored(ctx, d.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
+	}
 	pages, err := peermsg.EncodePages(&peermsg.Pages{
+		Stored:   []index.StoredPage{stored(host, "/s")},
 		Docs:     []*index.Document{page("/a"), page("/b")},
 		Fetched:  []peermsg.Fetched{{URL: "http://" + host + "/c", Host: host}},
 		Anchors:  map[string][]string{"http://" + host + "/a": {"forged anchor"}},
@@ -128,8 +143,10 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 		})
 	}
 	for _, n := range []*Node{owner, replica} {
-		if rec, err := n.ix.Get(ctx, "http://"+host+"/a"); err == nil {
-			t.Fatalf("a forged page reached an index: %q", rec.Title)
+		for _, path := range []string{"/a", "/s"} {
+			if rec, err := n.ix.Get(ctx, "http://"+host+path); err == nil {
+				t.Fatalf("a forged page reached an index: %q", rec.Title)
+			}
 		}
 		if keys, err := n.data.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 0 {
 			t.Fatalf("forged fetch markers stored: %v %v", keys, err)
@@ -152,6 +169,37 @@ func TestPeerDataAuthorisedBySender(t *testing.T) {
 	}
 	if rec, err := replica.ix.Get(ctx, "http://"+host+"/a"); err != nil || rec.Title != "forged /a" {
 		t.Fatalf("page replicated by the owner not stored: %v", err)
+	}
+	if rec, err := replica.ix.Get(ctx, "http://"+host+"/s"); err != nil || rec.Title != "forged stored /s" || string(rec.Raw) != "<p>forged" {
+		t.Fatalf("stored page replicated by the owner not held as sent: %v", err)
+	}
+	// The owner of one host sending a stored page of a host the receiver
+	// owns: refused, whatever the page's record says.
+	var mine string
+	for i := 0; mine == ""; i++ {
+		if h := fmt.Sprintf("mine-%d.example", i); p2p.ReplicasOf(memberIDs(nodes[0]), h, 3)[0] == replica.net.ID() {
+			mine = h
+		}
+	}
+	theirs, err := peermsg.EncodePages(&peermsg.Pages{Stored: []index.StoredPage{stored(mine, "/x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := replica.place.refused.Load()
+	_ = replica.inbound.receiveReplica(ctx, owner.net.ID(), theirs)
+	if replica.place.refused.Load() == before {
+		t.Fatal("a stored page of a host the sender does not hold was not refused")
+	}
+	if _, err := replica.ix.Get(ctx, "http://"+mine+"/x"); err == nil {
+		t.Fatal("a stored page of a host the sender does not hold was stored")
+	}
+	// A stored page whose record is not one: malformed.
+	bad, err := peermsg.EncodePages(&peermsg.Pages{Stored: []index.StoredPage{{Record: []byte("\x01\x05forged")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.inbound.receiveReplica(ctx, owner.net.ID(), bad); !errors.Is(err, p2p.ErrMalformed) {
+		t.Fatalf("a malformed stored page: %v, want malformed", err)
 	}
 	if keys, err := replica.data.hostKeys(prefixFetchedMarker, host); err != nil || len(keys) != 1 {
 		t.Fatalf("fetch marker from the owner: %v %v", keys, err)

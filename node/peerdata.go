@@ -203,6 +203,15 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	for _, doc := range m.Docs {
 		hosts[doc.Host] = true
 	}
+	// A stored page is checked, and its URL and host read, without
+	// decompressing it; one that fails is malformed.
+	stored := make([]index.Summary, len(m.Stored))
+	for i, p := range m.Stored {
+		if stored[i], err = d.ix.CheckStored(p); err != nil {
+			return fmt.Errorf("%w: %v", p2p.ErrMalformed, err)
+		}
+		hosts[stored[i].Host] = true
+	}
 	for _, f := range append(m.Fetched, m.Queued...) {
 		hosts[f.Host] = true
 	}
@@ -245,6 +254,23 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 			settled = append(settled, peermsg.Fetched{Host: doc.Host, URL: doc.URL})
 		}
 	}
+	var heldStored []index.StoredPage
+	for i, p := range m.Stored {
+		host, u := stored[i].Host, stored[i].URL
+		if !take(host, u) {
+			continue
+		}
+		settled = append(settled, peermsg.Fetched{Host: host, URL: u})
+		if !d.net.IsOwner(host) {
+			heldStored = append(heldStored, p)
+			continue
+		}
+		doc, err := d.ix.Decode(p)
+		if err != nil {
+			return fmt.Errorf("%w: %v", p2p.ErrMalformed, err)
+		}
+		own.add(doc, p.Form)
+	}
 	for _, f := range m.Fetched {
 		if take(f.Host, f.URL) {
 			markers = append(markers, f)
@@ -272,6 +298,9 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 		return fmt.Errorf("replica pages: %w", err)
 	}
 	if err := d.ix.HoldBatch(ctx, held.docs, held.forms); err != nil {
+		return fmt.Errorf("replica pages: %w", err)
+	}
+	if err := d.ix.HoldStoredBatch(ctx, heldStored); err != nil {
 		return fmt.Errorf("replica pages: %w", err)
 	}
 	if err := d.data.keep(markers, maps, queued, append(settled, markers...)); err != nil {

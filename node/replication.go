@@ -89,32 +89,50 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 		body := string(rec[1:])
 		switch rec[0] {
 		case recPage:
-			if len(m.Docs) >= pagesPerMessage {
+			if len(m.Docs)+len(m.Stored) >= pagesPerMessage {
 				full = true
 				break
 			}
-			r, err := ix.Get(ctx, body)
+			// The page as the index stores it, compressed, with its
+			// analysed form while the index still has it: the replica
+			// holds it as it is, neither compressing nor analysing it.
+			p, err := ix.Stored(ctx, body)
 			if errors.Is(err, index.ErrNotFound) {
 				break // deleted meanwhile
 			}
 			if err != nil {
 				return nil, 0, fmt.Errorf("replica page %s: %w", body, err)
 			}
-			d := wireDoc(docFromRecord(r))
-			if len(m.Docs) > 0 && size+docBytes(d) > bytesPerMessage {
+			if len(p.Form) > peermsg.MaxFormBytes {
+				p.Form = nil
+			}
+			n := len(p.Record) + len(p.Raw) + len(p.Form) + 64
+			if len(m.Docs)+len(m.Stored) > 0 && size+n > bytesPerMessage {
 				full = true
 				break
 			}
-			// The page's analysed form, while the index still has it,
-			// spares the replica the page's analysis; a form that would
-			// make the message too large stays home.
-			form := ix.Form(body, r.DocID)
-			if len(form) > peermsg.MaxFormBytes || size+docBytes(d)+len(form) > bytesPerMessage {
-				form = nil
+			if len(p.Record) <= peermsg.MaxStoredRecordBytes && len(p.Raw) <= peermsg.MaxRawBytes {
+				m.Stored = append(m.Stored, p)
+				size += n
+				break
 			}
-			m.Forms = append(m.Forms, form)
+			// Too large for a message as stored: the page itself, its
+			// raw bytes cut.
+			r, err := ix.Get(ctx, body)
+			if errors.Is(err, index.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, 0, fmt.Errorf("replica page %s: %w", body, err)
+			}
+			d := wireDoc(docFromRecord(r))
+			if len(m.Docs)+len(m.Stored) > 0 && size+docBytes(d) > bytesPerMessage {
+				full = true
+				break
+			}
+			m.Forms = append(m.Forms, nil)
 			m.Docs = append(m.Docs, d)
-			size += docBytes(d) + len(form)
+			size += docBytes(d)
 		case recMarker:
 			m.Fetched = append(m.Fetched, peermsg.Fetched{Host: hostOf(body), URL: body})
 		case recQueued:
@@ -143,7 +161,7 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 			break
 		}
 	}
-	if len(m.Docs)+len(m.Fetched)+len(m.Queued)+len(m.Sitemaps)+len(m.Anchors) == 0 {
+	if len(m.Docs)+len(m.Stored)+len(m.Fetched)+len(m.Queued)+len(m.Sitemaps)+len(m.Anchors) == 0 {
 		return nil, max(used, 1), nil
 	}
 	b, err := peermsg.EncodePages(&m)

@@ -20,6 +20,10 @@ func FuzzDecodePages(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
+	if b, err = EncodePages(storedPages()); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	f.Add(lie([]byte{0, 0}, 4_000_000))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodePages(b)

@@ -12,11 +12,14 @@ import (
 )
 
 // version is what every payload but a pages message with analysed forms
-// starts with; such a pages message starts with versionForms (a node of
-// version 1 refuses it, and analyses the pages it gets without forms).
+// or stored pages starts with; such a pages message starts with
+// versionForms (a node of version 1 refuses it, and analyses the pages it
+// gets without forms), or with versionStored when it has stored pages (a
+// node of version 2 refuses it, and the sender's outbox keeps it).
 const (
-	version      = 1
-	versionForms = 2
+	version       = 1
+	versionForms  = 2
+	versionStored = 3
 )
 
 // Caps of one payload.
@@ -48,9 +51,11 @@ const (
 	MaxRawBytes = 1536 << 10
 	// MaxFormBytes bounds a page's analysed form; a sender leaves out a
 	// form that would make its message too large.
-	MaxFormBytes       = 2 << 20
-	maxHostRecordBytes = 64 << 10
-	maxRobotsBytes     = 2 << 20
+	MaxFormBytes = 2 << 20
+	// MaxStoredRecordBytes bounds a stored page's compressed record.
+	MaxStoredRecordBytes = 4 << 20
+	maxHostRecordBytes   = 64 << 10
+	maxRobotsBytes       = 2 << 20
 )
 
 // Pages is what a holder of a host sends another holder: pages, URLs
@@ -75,8 +80,13 @@ type Pages struct {
 	Sitemaps []Sitemap
 	// Queued are URLs other members sent the owner, queued and not
 	// fetched yet: a replica that takes the host over queues them again.
-	// An optional last section (absent when empty).
+	// An optional last section (absent when empty) but before Stored.
 	Queued []Fetched
+	// Stored are pages as the sender's index stores them (compressed,
+	// with their analysed forms): a replica holds them as they are. The
+	// last section, present (with its queued section before it, maybe
+	// empty) in a message of versionStored only.
+	Stored []index.StoredPage
 }
 
 // Fetched is a URL of Host settled without a page.
@@ -100,6 +110,14 @@ type Pull struct {
 }
 
 func appendU64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+// cloneBytes copies b out of the message (nil for none).
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
 
 func appendStrings(b []byte, ss []string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ss)))
@@ -125,9 +143,9 @@ func readStrings(r *p2p.Decoder, maxCount, maxBytes int, what string) []string {
 // bytes to MaxRawBytes); a document that does not is an error, so a
 // sender never produces what its peers refuse.
 func EncodePages(m *Pages) ([]byte, error) {
-	if len(m.Docs) > MaxDocs || len(m.Fetched) > MaxMarkers || len(m.Anchors) > MaxAnchorURLs || len(m.Sitemaps) > MaxSitemaps || len(m.Queued) > MaxMarkers {
-		return nil, fmt.Errorf("pages message over its caps: %d docs, %d markers, %d anchor URLs, %d sitemaps, %d queued",
-			len(m.Docs), len(m.Fetched), len(m.Anchors), len(m.Sitemaps), len(m.Queued))
+	if len(m.Docs) > MaxDocs || len(m.Fetched) > MaxMarkers || len(m.Anchors) > MaxAnchorURLs || len(m.Sitemaps) > MaxSitemaps || len(m.Queued) > MaxMarkers || len(m.Stored) > MaxDocs {
+		return nil, fmt.Errorf("pages message over its caps: %d docs, %d markers, %d anchor URLs, %d sitemaps, %d queued, %d stored",
+			len(m.Docs), len(m.Fetched), len(m.Anchors), len(m.Sitemaps), len(m.Queued), len(m.Stored))
 	}
 	v := byte(version)
 	if len(m.Forms) > len(m.Docs) {
@@ -141,6 +159,12 @@ func EncodePages(m *Pages) ([]byte, error) {
 			v = versionForms
 		}
 	}
+	for _, p := range m.Stored {
+		if len(p.Record) == 0 || len(p.Record) > MaxStoredRecordBytes || len(p.Raw) > MaxRawBytes || len(p.Form) > MaxFormBytes {
+			return nil, fmt.Errorf("stored page of %d record, %d raw and %d form bytes over its caps", len(p.Record), len(p.Raw), len(p.Form))
+		}
+		v = versionStored
+	}
 	b := make([]byte, 0, pagesSize(m))
 	b = append(b, v)
 	b = binary.AppendUvarint(b, uint64(len(m.Docs)))
@@ -149,7 +173,7 @@ func EncodePages(m *Pages) ([]byte, error) {
 			return nil, fmt.Errorf("encode page: %w", err)
 		}
 		b = appendDoc(b, d)
-		if v == versionForms {
+		if v >= versionForms {
 			var f []byte
 			if i < len(m.Forms) {
 				f = m.Forms[i]
@@ -170,8 +194,16 @@ func EncodePages(m *Pages) ([]byte, error) {
 	for _, s := range m.Sitemaps {
 		b = appendSitemap(b, s)
 	}
-	if len(m.Queued) > 0 {
+	if len(m.Queued) > 0 || v == versionStored {
 		b = appendURLs(b, m.Queued)
+	}
+	if v == versionStored {
+		b = binary.AppendUvarint(b, uint64(len(m.Stored)))
+		for _, p := range m.Stored {
+			b = p2p.AppendLenBytes(b, p.Record)
+			b = p2p.AppendLenBytes(b, p.Raw)
+			b = p2p.AppendLenBytes(b, p.Form)
+		}
 	}
 	return b, nil
 }
@@ -194,6 +226,9 @@ func pagesSize(m *Pages) int {
 		if i < len(m.Forms) {
 			n += len(m.Forms[i]) + 4
 		}
+	}
+	for _, p := range m.Stored {
+		n += len(p.Record) + len(p.Raw) + len(p.Form) + 12
 	}
 	for _, fs := range [][]Fetched{m.Fetched, m.Queued} {
 		for _, f := range fs {
@@ -258,8 +293,8 @@ func readSitemap(r *p2p.Decoder) Sitemap {
 func DecodePages(b []byte) (*Pages, error) {
 	r := p2p.NewDecoder(b)
 	v := r.Byte()
-	if r.Err() == nil && v != version && v != versionForms {
-		r.Fail("pages message version %d, want %d or %d", v, version, versionForms)
+	if r.Err() == nil && v != version && v != versionForms && v != versionStored {
+		r.Fail("pages message version %d, want %d, %d or %d", v, version, versionForms, versionStored)
 	}
 	m := &Pages{}
 	// A document takes at least 40 bytes (its lengths, status, time,
@@ -268,7 +303,7 @@ func DecodePages(b []byte) (*Pages, error) {
 		m.Docs = make([]*index.Document, 0, n)
 		for i := 0; i < n && r.Err() == nil; i++ {
 			m.Docs = append(m.Docs, readDoc(r))
-			if v != versionForms {
+			if v < versionForms {
 				continue
 			}
 			if f := r.LenBytes(MaxFormBytes, "analysed form"); len(f) > 0 {
@@ -300,7 +335,28 @@ func DecodePages(b []byte) (*Pages, error) {
 			m.Sitemaps[i] = readSitemap(r)
 		}
 	}
-	if r.Err() == nil && len(r.Rest()) > 0 {
+	switch {
+	case v == versionStored:
+		m.Queued = readURLs(r, "queued")
+		// A stored page takes at least 4 bytes (three lengths and a
+		// record byte).
+		n := r.Count(MaxDocs, 4, "stored page count")
+		if r.Err() == nil && n == 0 {
+			r.Fail("pages message of version %d without a stored page", v)
+		}
+		if n > 0 && r.Err() == nil {
+			m.Stored = make([]index.StoredPage, n)
+			for i := range m.Stored {
+				p := &m.Stored[i]
+				p.Record = cloneBytes(r.LenBytes(MaxStoredRecordBytes, "stored page record"))
+				p.Raw = cloneBytes(r.LenBytes(MaxRawBytes, "stored page raw body"))
+				p.Form = cloneBytes(r.LenBytes(MaxFormBytes, "stored page form"))
+				if r.Err() == nil && len(p.Record) == 0 {
+					r.Fail("stored page without a record")
+				}
+			}
+		}
+	case r.Err() == nil && len(r.Rest()) > 0:
 		m.Queued = readURLs(r, "queued")
 		if r.Err() == nil && len(m.Queued) == 0 {
 			r.Fail("empty queued section")

@@ -43,6 +43,14 @@ func formPages() *Pages {
 	return m
 }
 
+// storedPages is formPages with two stored pages and no queued URLs.
+func storedPages() *Pages {
+	m := formPages()
+	m.Queued = nil
+	m.Stored = []index.StoredPage{{Record: []byte("record"), Raw: []byte("raw"), Form: []byte("form")}, {Record: []byte("r2")}}
+	return m
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		pages   *Pages
@@ -50,6 +58,8 @@ func TestRoundTrip(t *testing.T) {
 	}{
 		{samplePages(), version}, // without forms, what a node of version 1 reads
 		{formPages(), versionForms},
+		{storedPages(), versionStored},
+		{&Pages{Stored: storedPages().Stored}, versionStored},
 	} {
 		pages := tc.pages
 		b, err := EncodePages(pages)
@@ -99,6 +109,16 @@ func TestEncodeRefusesWhatPeersRefuse(t *testing.T) {
 		m := samplePages()
 		m.Forms = forms
 		if _, err := EncodePages(m); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
+	for name, p := range map[string]index.StoredPage{
+		"stored record over its cap": {Record: make([]byte, MaxStoredRecordBytes+1)},
+		"stored page without record": {Raw: []byte("raw")},
+		"stored raw over its cap":    {Record: []byte("r"), Raw: make([]byte, MaxRawBytes+1)},
+		"stored form over its cap":   {Record: []byte("r"), Form: make([]byte, MaxFormBytes+1)},
+	} {
+		if _, err := EncodePages(&Pages{Stored: []index.StoredPage{p}}); err == nil {
 			t.Errorf("%s: encoded", name)
 		}
 	}
@@ -176,7 +196,23 @@ func TestMalformed(t *testing.T) {
 	noPages[0] = versionForms
 	i := bytes.Index(one, []byte("\x04FORM"))
 	noForm := append(append(one[:i:i], 0), one[i+5:]...)
+	stored, err := EncodePages(storedPages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	noStored, err := EncodePages(&Pages{Stored: []index.StoredPage{{Record: []byte("R")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// noStored ends with the stored count 1, then 1 'R' (the record), 0
+	// (raw), 0 (form).
+	emptyRecord := append(bytes.Clone(noStored[:len(noStored)-4]), 0, 0, 0)
 	cases := map[string][]byte{
+		"stored truncated":           stored[:len(stored)-1],
+		"stored, read as version 2":  append([]byte{versionForms}, stored[1:]...),
+		"version 3 without stored":   append([]byte{versionStored}, withForms[1:]...),
+		"version 3, stored count 0":  append(bytes.Clone(noStored[:len(noStored)-5]), 0),
+		"version 3, empty record":    emptyRecord,
 		"empty":                      nil,
 		"version":                    append([]byte{9}, good[1:]...),
 		"truncated":                  good[:len(good)-1],
@@ -252,7 +288,7 @@ func BenchmarkDecodePages(b *testing.B) {
 
 // EncodePages allocates a message once: pagesSize is never short.
 func TestPagesSizeCoversTheEncoding(t *testing.T) {
-	for name, m := range map[string]*Pages{"sample": samplePages(), "forms": formPages(), "bench": benchPages(), "empty": {}} {
+	for name, m := range map[string]*Pages{"sample": samplePages(), "forms": formPages(), "stored": storedPages(), "bench": benchPages(), "empty": {}} {
 		b, err := EncodePages(m)
 		if err != nil {
 			t.Fatal(err)
