@@ -361,11 +361,13 @@ func BenchmarkAnalyzePage(b *testing.B) {
 	}
 }
 
-// BenchmarkHeld measures a replica's pages: storing them held, with their
-// owner's forms (what every replicated page costs now), against indexing
-// them from those forms (what PutAnalysedBatch cost every replicated page,
-// and what IndexHeld costs each page of a host taken over), per page of
-// 1,000 synthetic pages, CPU of all goroutines.
+// BenchmarkHeld measures a replica's pages: holding them with their
+// owner's forms, from the pages (HoldBatch: compressed here) or as their
+// owner's index stores them (HoldStoredBatch: what every replicated page
+// costs now), against indexing them from those forms (what
+// PutAnalysedBatch cost every replicated page, and what IndexHeld costs
+// each page of a host taken over), per page of 1,000 synthetic pages, CPU
+// of all goroutines.
 //
 //	go test -run '^$' -bench BenchmarkHeld -benchtime 3x -count 6 ./index/
 func BenchmarkHeld(b *testing.B) {
@@ -403,12 +405,19 @@ func BenchmarkHeld(b *testing.B) {
 		}
 		forms[i] = owner.Form(d.URL, r.DocID)
 	}
+	stored := make([]StoredPage, pages)
+	for i, d := range docs {
+		if stored[i], err = owner.Stored(ctx, d.URL); err != nil {
+			b.Fatal(err)
+		}
+	}
 	hold := func(ix *Index) error { return ix.HoldBatch(ctx, docs, forms) }
 	for _, c := range []struct {
 		name       string
 		setup, run func(ix *Index) error
 	}{
 		{"hold", nil, hold},
+		{"hold-stored", nil, func(ix *Index) error { return ix.HoldStoredBatch(ctx, stored) }},
 		{"put-from-forms", nil, func(ix *Index) error {
 			if err := ix.PutAnalysedBatch(ctx, docs, forms); err != nil {
 				return err

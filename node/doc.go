@@ -14,9 +14,10 @@
 // the index, the crawler). Actions that take long run on workers the loop
 // owns and waits for; other goroutines reach the machine only through
 // the loop (placer.do). Replication goes through p2p's durable outbox
-// under one topic (replication.go), each page with the analysed form its
-// owner's index made while the form cache still holds it (IndexOptions).
-// A replica holds the page and its form without postings (index.HoldBatch):
+// under one topic (replication.go), each page as its owner's index stores
+// it, compressed (index.Stored), with the analysed form its index made
+// while the form cache still holds it (IndexOptions). A replica holds the
+// page as it came and its form, without postings (index.HoldStoredBatch):
 // search asks a member only for the hosts it owns, so postings of a
 // replica's pages would serve nobody until it owns their host. When it
 // does, by its view (indexOwnedLoop, every few seconds) or by placement's

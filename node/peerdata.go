@@ -205,12 +205,12 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	}
 	// A stored page is checked, and its URL and host read, without
 	// decompressing it; one that fails is malformed.
-	stored := make([]index.Summary, len(m.Stored))
+	summaries := make([]index.Summary, len(m.Stored))
 	for i, p := range m.Stored {
-		if stored[i], err = d.ix.CheckStored(p); err != nil {
+		if summaries[i], err = d.ix.CheckStored(p); err != nil {
 			return fmt.Errorf("%w: %v", p2p.ErrMalformed, err)
 		}
-		hosts[stored[i].Host] = true
+		hosts[summaries[i].Host] = true
 	}
 	for _, f := range append(m.Fetched, m.Queued...) {
 		hosts[f.Host] = true
@@ -256,7 +256,7 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	}
 	var heldStored []index.StoredPage
 	for i, p := range m.Stored {
-		host, u := stored[i].Host, stored[i].URL
+		host, u := summaries[i].Host, summaries[i].URL
 		if !take(host, u) {
 			continue
 		}
