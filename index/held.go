@@ -287,7 +287,13 @@ func (ix *Index) loadHeldPage(host string, id uint32) reindexed {
 			}
 		}
 		if err := ix.decodeStored(r.rec, &doc); err != nil {
-			return fmt.Errorf("doc %d: %w", id, err)
+			// A record that does not decode (its owner sent it so:
+			// CheckStored does not decompress) is dropped, not
+			// indexed, and does not stop the host's other pages.
+			r.corrupt, r.found = true, true
+			r.url = storedURL(r.rec)
+			ix.log.Warn("index: held page does not decode; dropped", "doc", id, "host", host, "url", truncUTF8(r.url, 200), "err", err)
+			return nil
 		}
 		cur, ok, held, err := getDoc(txn, doc.URL)
 		if err != nil || !ok || !held || cur != id || doc.Host != host {
@@ -304,7 +310,7 @@ func (ix *Index) loadHeldPage(host string, id uint32) reindexed {
 		r.err = fmt.Errorf("index: index held page %d of %s: %w", id, host, err)
 		return r
 	}
-	if !r.found {
+	if !r.found || r.corrupt {
 		return r
 	}
 	if len(form) > 0 {
@@ -327,6 +333,9 @@ func (ix *Index) applyHeldLocked(r *reindexed) (ok bool, err error) {
 	if r.err != nil || !r.found {
 		return false, r.err
 	}
+	if r.corrupt {
+		return false, ix.dropHeldLocked(r.id, r.url)
+	}
 	var anchors []string
 	var still bool
 	err = ix.db.View(func(txn *badger.Txn) error {
@@ -348,4 +357,44 @@ func (ix *Index) applyHeldLocked(r *reindexed) (ok bool, err error) {
 		}
 	}
 	return true, ix.putLocked(r.url, r.host, r.anchors, r.dp, r.form, r.rec, r.raw)
+}
+
+// storedURL is the URL in a stored record's summary ("" if it has none).
+func storedURL(rec []byte) string {
+	summary, _, err := splitStored(rec)
+	var s Summary
+	if err != nil || summary == nil || decodeSummary(summary, &s) != nil {
+		return ""
+	}
+	return s.URL
+}
+
+// dropHeldLocked deletes held page id, whose URL is u ("" if unknown),
+// if it is still held. Callers hold ix.mu.
+func (ix *Index) dropHeldLocked(id uint32, u string) error {
+	if !ix.isHeld(id) {
+		return nil
+	}
+	ns := ix.st
+	txn := ix.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := ix.removeInTxn(txn, id, &ns); err != nil {
+		return fmt.Errorf("index: drop held page %d: %w", id, err)
+	}
+	if u != "" {
+		if cur, ok, _, err := getDoc(txn, u); err != nil {
+			return fmt.Errorf("index: drop held page %d: %w", id, err)
+		} else if ok && cur == id {
+			if err := txn.Delete([]byte(prefixURL + u)); err != nil {
+				return fmt.Errorf("index: drop held page %d: %w", id, err)
+			}
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("index: drop held page %d: commit: %w", id, err)
+	}
+	ix.st = ns
+	ix.markDeleted(id)
+	ix.publish()
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // visible is what a query can see of an index: per term, per live page
@@ -365,6 +367,9 @@ func TestCheckStoredRefuses(t *testing.T) {
 		"rest declaring 1 GiB": {Record: restOf(huge)},
 		"rest skippable":       {Record: restOf(skippable)},
 		"raw not zstd":         {Record: good.Record, Raw: []byte("<html>")},
+		"rest not a record":    {Record: restOf(ix.enc.EncodeAll([]byte("not a record"), nil))},
+		"rest a 100 MiB bomb":  {Record: restOf(ix.enc.EncodeAll(make([]byte, 100<<20), nil))},
+		"raw over its cap":     {Record: good.Record, Raw: ix.enc.EncodeAll(make([]byte, ix.opt.MaxRawBytes+1), nil)},
 		"raw declaring 1 GiB":  {Record: good.Record, Raw: huge},
 	} {
 		if _, err := ix.CheckStored(p); err == nil {
@@ -376,5 +381,51 @@ func TestCheckStoredRefuses(t *testing.T) {
 	}
 	if st := ix.Stats(); st.Held != 0 {
 		t.Fatalf("%d pages held", st.Held)
+	}
+}
+
+// A held page whose record does not decode (corrupted on disk) is
+// dropped when its host is indexed; the host's other pages are indexed.
+func TestIndexHeldDropsCorruptPages(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	ix := openIndex(t, db, 100)
+	defer ix.Close()
+	docs := []*Document{doc("http://a.example/1", "one", "apple"), doc("http://a.example/2", "two", "apple"), doc("http://a.example/3", "three", "apple")}
+	if err := ix.HoldBatch(ctx, docs, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ix.Stored(ctx, docs[1].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, _, _ := splitStored(p.Record)
+	corrupt := append(append([]byte{storedWithSummary}, binary.AppendUvarint(nil, uint64(len(summary)))...), summary...)
+	corrupt = append(corrupt, []byte("not zstd")...)
+	if err := db.Update(func(txn *badger.Txn) error {
+		id, _, _, err := getDoc(txn, docs[1].URL)
+		if err != nil {
+			return err
+		}
+		return txn.Set(docKey(prefixDoc, id), corrupt)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ix.IndexHeld(ctx, "a.example")
+	if err != nil || n != 2 {
+		t.Fatalf("indexed %d (%v), want 2", n, err)
+	}
+	if err := ix.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := searchDocs(t, ix, "apple"); !slices.Equal(got, []string{docs[0].URL, docs[2].URL}) {
+		t.Fatalf("apple: %v", got)
+	}
+	if _, err := ix.Get(ctx, docs[1].URL); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the corrupt page: %v, want not found", err)
+	}
+	if st := ix.Stats(); st.Held != 0 || st.Docs != 2 {
+		t.Fatalf("%d held, %d docs; want 0, 2", st.Held, st.Docs)
 	}
 }

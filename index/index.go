@@ -105,6 +105,9 @@ type Index struct {
 	an  *Analyzer
 	enc *zstd.Encoder
 	dec *zstd.Decoder
+	// checkDec decompresses stored pages from peers (CheckStored), up to
+	// the caps of what they may hold.
+	checkDec *zstd.Decoder
 
 	flushMu sync.Mutex // serializes flushes; taken before mu, never after
 	// anchorMu serializes writers of i:a: keys (AddAnchorsBatch's
@@ -214,8 +217,12 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index: zstd decoder: %w", err)
 	}
+	checkDec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(uint64(max(maxStoredRestBytes, opts.MaxRawBytes))))
+	if err != nil {
+		return nil, fmt.Errorf("index: zstd decoder: %w", err)
+	}
 	ix := &Index{
-		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec,
+		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec, checkDec: checkDec,
 		reindex: map[string]time.Time{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
@@ -525,8 +532,6 @@ func (ix *Index) isDeleted(id uint32) bool {
 	return w < len(ix.deleted) && ix.deleted[w].Load()&(1<<(id%64)) != 0
 }
 
-// pendingDocs is the number of stored documents whose postings are
-// buffered. Callers hold ix.mu.
 // pendingBytes is the size of the buffered postings. Callers hold ix.mu.
 func (ix *Index) pendingBytes() int {
 	if ix.pending == nil {
@@ -535,6 +540,8 @@ func (ix *Index) pendingBytes() int {
 	return ix.pending.bytes
 }
 
+// pendingDocs is the number of stored documents whose postings are
+// buffered. Callers hold ix.mu.
 func (ix *Index) pendingDocs() int {
 	if ix.pending == nil {
 		return 0

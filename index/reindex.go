@@ -96,6 +96,7 @@ type reindexed struct {
 	form     *analysedForm // the page's analysed form, nil without a form cache
 	rec, raw []byte        // the stored values (compressed), written again as they are
 	err      error
+	corrupt  bool // a held page whose record does not decode (held.go)
 }
 
 func (r *reindexed) release(ix *Index) {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/klauspost/compress/zstd"
 )
 
 // StoredPage is a page as an index stores it, for another index to hold
@@ -19,8 +18,8 @@ import (
 type StoredPage struct{ Record, Raw, Form []byte }
 
 // maxStoredRecordBytes bounds a stored page record from a peer, and
-// maxStoredRestBytes what its compressed part declares it decompresses
-// to (a page's text and fetch metadata).
+// maxStoredRestBytes what its compressed part decompresses to (a page's
+// text and fetch metadata).
 const (
 	maxStoredRecordBytes = 4 << 20
 	maxStoredRestBytes   = 8 << 20
@@ -84,13 +83,13 @@ func (ix *Index) Stored(ctx context.Context, u string) (StoredPage, error) {
 }
 
 // CheckStored checks a stored page from a peer before anything trusts
-// it, without decompressing it: its record has a summary with a valid
-// URL and the URL's host, its compressed parts start zstd frames that
-// declare no size beyond this index's caps, and its form is within its
-// cap (its content is checked when it is used: IndexHeld). It returns the
-// summary, by whose host the caller authorises the sender. What a part
-// decompresses to is bounded when it is read, by the decoder's memory
-// limit (Open); a part that does not decompress fails that read only.
+// it: its record has a summary with a valid URL and the URL's host, its
+// compressed parts decompress (by a decoder that stops at the caps, so a
+// small frame cannot make it work long) to a record that decodes and a
+// raw body within the cap, and its form is within its cap (its content
+// is checked when it is used: IndexHeld). So a page held here reads back
+// wherever it is read. It returns the summary, by whose host the caller
+// authorises the sender.
 func (ix *Index) CheckStored(p StoredPage) (Summary, error) {
 	var s Summary
 	if len(p.Record) == 0 || len(p.Record) > maxStoredRecordBytes || len(p.Form) > maxHeldFormBytes {
@@ -112,28 +111,35 @@ func (ix *Index) CheckStored(p StoredPage) (Summary, error) {
 	if u, err := url.Parse(s.URL); err != nil || s.Host == "" || strings.ToLower(u.Host) != s.Host {
 		return s, fmt.Errorf("index: stored page %q: host %q is not its URL's", truncUTF8(s.URL, 100), truncUTF8(s.Host, 100))
 	}
-	if err := checkFrame(rest, maxStoredRestBytes); err != nil {
+	buf, _ := ix.recBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	defer ix.recBufs.Put(buf)
+	plain, err := ix.checkDec.DecodeAll(rest, (*buf)[:0])
+	if err == nil && len(plain) > maxStoredRestBytes {
+		err = errors.New("over its cap")
+	}
+	if err == nil {
+		err = decodeRecord(plain, &Document{})
+	}
+	if err != nil {
 		return s, fmt.Errorf("index: stored page %q: record: %w", truncUTF8(s.URL, 100), err)
 	}
 	if len(p.Raw) > 0 {
-		if err := checkFrame(p.Raw, ix.opt.MaxRawBytes); err != nil {
+		raw, err := ix.checkDec.DecodeAll(p.Raw, plain[:0])
+		if err == nil && len(raw) > ix.opt.MaxRawBytes {
+			err = errors.New("over its cap")
+		}
+		if err != nil {
 			return s, fmt.Errorf("index: stored page %q: raw body: %w", truncUTF8(s.URL, 100), err)
 		}
+		plain = raw
+	}
+	if cap(plain) <= 4<<20 {
+		*buf = plain[:0]
 	}
 	return s, nil
-}
-
-// checkFrame checks that b starts a zstd frame that does not declare
-// more than max bytes (frames from EncodeAll declare no size).
-func checkFrame(b []byte, max int) error {
-	var h zstd.Header
-	if err := h.Decode(b); err != nil {
-		return err
-	}
-	if h.Skippable || (h.HasFCS && h.FrameContentSize > uint64(max)) {
-		return fmt.Errorf("zstd frame declaring %d bytes (skippable: %v), cap %d", h.FrameContentSize, h.Skippable, max)
-	}
-	return nil
 }
 
 // Decode returns the page p holds, decompressed (for a page to index
