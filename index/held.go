@@ -152,36 +152,14 @@ func (ix *Index) prepareHeld(d *Document) (*preparedDoc, error) {
 // holdLocked stores a held page under a new docID. Callers hold ix.mu.
 func (ix *Index) holdLocked(u, host string, form, rec, raw []byte) error {
 	ns := ix.st
-	id := ns.NextDoc
-	if id == ^uint32(0) {
-		return errors.New("index: docID space exhausted")
-	}
-	ns.NextDoc++
 	txn := ix.db.NewTransaction(true)
 	defer txn.Discard()
-	old, hasOld, err := getDocID(txn, u)
+	id, old, hasOld, err := ix.newPageInTxn(txn, &ns, u, host, true, rec, raw)
+	if err == nil {
+		err = txn.Set(heldKey(host, id), form)
+	}
 	if err != nil {
 		return fmt.Errorf("index: hold %q: %w", u, err)
-	}
-	if hasOld {
-		if err := ix.removeInTxn(txn, old, &ns); err != nil {
-			return fmt.Errorf("index: hold %q: replace: %w", u, err)
-		}
-	}
-	sets := []struct{ k, v []byte }{
-		{[]byte(prefixURL + u), append(binary.BigEndian.AppendUint32(nil, id), heldMark)},
-		{docKey(prefixDoc, id), rec},
-		{hostKey(host, id), nil},
-		{heldKey(host, id), form},
-		{[]byte(keyAlloc), ns.encodeAlloc()},
-	}
-	if len(raw) > 0 {
-		sets = append(sets, struct{ k, v []byte }{docKey(prefixRaw, id), raw})
-	}
-	for _, s := range sets {
-		if err := txn.Set(s.k, s.v); err != nil {
-			return fmt.Errorf("index: hold %q: %w", u, err)
-		}
 	}
 	_, waiting := ix.reindex[u]
 	if waiting {
@@ -271,20 +249,8 @@ func (ix *Index) loadHeldPage(host string, id uint32) reindexed {
 		if form, err = item.ValueCopy(nil); err != nil {
 			return err
 		}
-		if item, err = txn.Get(docKey(prefixDoc, id)); err != nil {
-			return fmt.Errorf("doc %d: %w", id, err)
-		}
-		if r.rec, err = item.ValueCopy(nil); err != nil {
-			return fmt.Errorf("doc %d: %w", id, err)
-		}
-		switch item, err := txn.Get(docKey(prefixRaw, id)); {
-		case errors.Is(err, badger.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("doc %d: raw: %w", id, err)
-		default:
-			if r.raw, err = item.ValueCopy(nil); err != nil {
-				return fmt.Errorf("doc %d: raw: %w", id, err)
-			}
+		if r.rec, r.raw, err = storedValues(txn, id); err != nil {
+			return err
 		}
 		if err := ix.decodeStored(r.rec, &doc); err != nil {
 			// A record that does not decode (its owner sent it so:

@@ -1010,35 +1010,11 @@ func (ix *Index) markDeleted(id uint32) {
 // (nil: none) is the page's analysed form, kept for its re-index.
 func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, form *analysedForm, rec, raw []byte) error {
 	ns := ix.st
-	id := ns.NextDoc
-	if id == math.MaxUint32 {
-		return errors.New("index: docID space exhausted")
-	}
-	ns.NextDoc++
 	txn := ix.db.NewTransaction(true)
 	defer txn.Discard()
-	old, hasOld, err := getDocID(txn, u)
+	id, old, hasOld, err := ix.newPageInTxn(txn, &ns, u, host, false, rec, raw)
 	if err != nil {
 		return fmt.Errorf("index: put %q: %w", u, err)
-	}
-	if hasOld {
-		if err := ix.removeInTxn(txn, old, &ns); err != nil {
-			return fmt.Errorf("index: put %q: replace: %w", u, err)
-		}
-	}
-	sets := []struct{ k, v []byte }{
-		{[]byte(prefixURL + u), binary.BigEndian.AppendUint32(nil, id)},
-		{docKey(prefixDoc, id), rec},
-		{hostKey(host, id), nil},
-		{[]byte(keyAlloc), ns.encodeAlloc()},
-	}
-	if len(raw) > 0 {
-		sets = append(sets, struct{ k, v []byte }{docKey(prefixRaw, id), raw})
-	}
-	for _, s := range sets {
-		if err := txn.Set(s.k, s.v); err != nil {
-			return fmt.Errorf("index: put %q: %w", u, err)
-		}
 	}
 	cur, err := anchorsIn(txn, u)
 	if err != nil {
@@ -1076,6 +1052,46 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, fo
 	ix.forms.put(u, id, form)
 	ix.publish()
 	return nil
+}
+
+// newPageInTxn allocates the next docID in ns and writes the page at u
+// under it in txn: its URL entry (the docID, then heldMark for a held
+// page), record, raw body (none if empty), host listing and the
+// allocation, removing the page stored at u before, whose docID it
+// returns. Callers hold ix.mu.
+func (ix *Index) newPageInTxn(txn *badger.Txn, ns *state, u, host string, held bool, rec, raw []byte) (id, old uint32, hasOld bool, err error) {
+	id = ns.NextDoc
+	if id == math.MaxUint32 {
+		return 0, 0, false, errors.New("docID space exhausted")
+	}
+	ns.NextDoc++
+	if old, hasOld, err = getDocID(txn, u); err != nil {
+		return 0, 0, false, err
+	}
+	if hasOld {
+		if err := ix.removeInTxn(txn, old, ns); err != nil {
+			return 0, 0, false, fmt.Errorf("replace: %w", err)
+		}
+	}
+	urlValue := binary.BigEndian.AppendUint32(nil, id)
+	if held {
+		urlValue = append(urlValue, heldMark)
+	}
+	sets := []struct{ k, v []byte }{
+		{[]byte(prefixURL + u), urlValue},
+		{docKey(prefixDoc, id), rec},
+		{hostKey(host, id), nil},
+		{[]byte(keyAlloc), ns.encodeAlloc()},
+	}
+	if len(raw) > 0 {
+		sets = append(sets, struct{ k, v []byte }{docKey(prefixRaw, id), raw})
+	}
+	for _, s := range sets {
+		if err := txn.Set(s.k, s.v); err != nil {
+			return 0, 0, false, err
+		}
+	}
+	return id, old, hasOld, nil
 }
 
 // appendMetaLocked records the metadata of the docID just allocated.

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -117,21 +116,8 @@ func (ix *Index) loadForReindex(u string) reindexed {
 		if err != nil || !ok || held { // a held page waits for IndexHeld
 			return err
 		}
-		item, err := txn.Get(docKey(prefixDoc, id))
-		if err != nil {
-			return fmt.Errorf("doc %d: %w", id, err)
-		}
-		if r.rec, err = item.ValueCopy(nil); err != nil {
-			return fmt.Errorf("doc %d: %w", id, err)
-		}
-		switch item, err := txn.Get(docKey(prefixRaw, id)); {
-		case errors.Is(err, badger.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("doc %d: raw: %w", id, err)
-		default:
-			if r.raw, err = item.ValueCopy(nil); err != nil {
-				return fmt.Errorf("doc %d: raw: %w", id, err)
-			}
+		if r.rec, r.raw, err = storedValues(txn, id); err != nil {
+			return err
 		}
 		if r.anchors, err = anchorsIn(txn, u); err != nil {
 			return err

@@ -42,21 +42,8 @@ func (ix *Index) Stored(ctx context.Context, u string) (StoredPage, error) {
 			}
 			return err
 		}
-		item, err := txn.Get(docKey(prefixDoc, id))
-		if err != nil {
-			return fmt.Errorf("doc %d: %w", id, err)
-		}
-		if p.Record, err = item.ValueCopy(nil); err != nil {
+		if p.Record, p.Raw, err = storedValues(txn, id); err != nil {
 			return err
-		}
-		switch item, err := txn.Get(docKey(prefixRaw, id)); {
-		case errors.Is(err, badger.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("doc %d: raw: %w", id, err)
-		default:
-			if p.Raw, err = item.ValueCopy(nil); err != nil {
-				return err
-			}
 		}
 		if !held {
 			return nil
@@ -183,4 +170,26 @@ func (ix *Index) HoldStoredBatch(ctx context.Context, pages []StoredPage) error 
 		}
 	}
 	return nil
+}
+
+// storedValues reads doc id's page record and raw body (nil if it has
+// none) as stored, compressed.
+func storedValues(txn *badger.Txn, id uint32) (rec, raw []byte, err error) {
+	item, err := txn.Get(docKey(prefixDoc, id))
+	if err != nil {
+		return nil, nil, fmt.Errorf("doc %d: %w", id, err)
+	}
+	if rec, err = item.ValueCopy(nil); err != nil {
+		return nil, nil, fmt.Errorf("doc %d: %w", id, err)
+	}
+	switch item, err := txn.Get(docKey(prefixRaw, id)); {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return nil, nil, fmt.Errorf("doc %d: raw: %w", id, err)
+	default:
+		if raw, err = item.ValueCopy(nil); err != nil {
+			return nil, nil, fmt.Errorf("doc %d: raw: %w", id, err)
+		}
+	}
+	return rec, raw, nil
 }

@@ -409,7 +409,7 @@ func (s *hostData) abandon(ctx context.Context, net messenger, host string) erro
 }
 
 // indexOwned indexes the pages this node holds unindexed as a replica
-// (index.HoldBatch) of every host that owns says it owns now. Search asks
+// (index.HoldStoredBatch) of every host that owns says it owns now. Search asks
 // a member for the hosts it owns by its view, so this follows the view
 // rather than waiting for placement's takeover.
 func (s *hostData) indexOwned(ctx context.Context, owns func(host string) bool) error {

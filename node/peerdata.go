@@ -236,7 +236,7 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	}
 	// Pages of hosts this node owns (a takeover's pull) are indexed; the
 	// others are held, unindexed, until this node owns their host
-	// (index.HoldBatch, indexOwned).
+	// (index.HoldStoredBatch and HoldBatch, indexOwned).
 	var own, held pagesWithForms
 	var settled, markers, queued []peermsg.Fetched
 	var maps []peermsg.Sitemap
