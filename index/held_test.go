@@ -51,6 +51,22 @@ func visible(t *testing.T, ix *Index) map[string]string {
 	return out
 }
 
+// openHolding opens an index on a store of its own that flushes only when
+// asked and keeps analysed forms, closed when the test ends.
+func openHolding(t *testing.T) *Index {
+	t.Helper()
+	db := openDB(t, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	opts := DefaultOptions()
+	opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, 32<<20
+	ix, err := Open(db, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	return ix
+}
+
 // A replica that holds pages writes no postings for them, re-indexes none
 // of them for new anchors, and once it indexes them (from their owner's
 // forms, or by analysis where a form is missing or bad) shows a query
@@ -58,19 +74,7 @@ func visible(t *testing.T, ix *Index) map[string]string {
 func TestHeldPagesIndexLikeAnalysedOnes(t *testing.T) {
 	ctx := context.Background()
 	docs := append(formTestDocs(t), testCorpus(120)...)
-	open := func() *Index {
-		db := openDB(t, t.TempDir())
-		t.Cleanup(func() { db.Close() })
-		opts := DefaultOptions()
-		opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, 32<<20
-		ix, err := Open(db, opts, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ix.Close() })
-		return ix
-	}
-	owner := open()
+	owner := openHolding(t)
 	if err := owner.PutBatch(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +91,7 @@ func TestHeldPagesIndexLikeAnalysedOnes(t *testing.T) {
 	anchorsBefore := map[string][]string{docs[0].URL: {"首页"}, docs[3].URL: {"資訊檢索 guide"}, docs[10].URL: {"ten"}}
 	anchorsAfter := map[string][]string{docs[1].URL: {"next 下一页"}, docs[10].URL: {"again"}, docs[7].URL: {"seven"}}
 
-	want := open()
+	want := openHolding(t)
 	for _, step := range []func() error{
 		func() error { return want.AddAnchorsBatch(ctx, anchorsBefore) },
 		func() error { return want.PutBatch(ctx, docs) },
@@ -99,7 +103,7 @@ func TestHeldPagesIndexLikeAnalysedOnes(t *testing.T) {
 		}
 	}
 
-	replica := open()
+	replica := openHolding(t)
 	if err := replica.AddAnchorsBatch(ctx, anchorsBefore); err != nil {
 		t.Fatal(err)
 	}
@@ -241,19 +245,7 @@ func TestHeldPagesLifecycle(t *testing.T) {
 func TestStoredPagesHeldAsTheyAre(t *testing.T) {
 	ctx := context.Background()
 	docs := append(formTestDocs(t), testCorpus(40)...)
-	open := func() *Index {
-		db := openDB(t, t.TempDir())
-		t.Cleanup(func() { db.Close() })
-		opts := DefaultOptions()
-		opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, 32<<20
-		ix, err := Open(db, opts, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ix.Close() })
-		return ix
-	}
-	owner, replica, third := open(), open(), open()
+	owner, replica, third := openHolding(t), openHolding(t), openHolding(t)
 	if err := owner.PutBatch(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
