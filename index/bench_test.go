@@ -381,30 +381,11 @@ func BenchmarkHeld(b *testing.B) {
 		docs[i] = syn.Page()
 	}
 	ctx := context.Background()
-	open := func(b *testing.B, formBytes int) *Index {
-		db := openDB(b, b.TempDir())
-		b.Cleanup(func() { db.Close() })
-		opts := DefaultOptions()
-		opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, formBytes
-		ix, err := Open(db, opts, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { ix.Close() })
-		return ix
-	}
-	owner := open(b, 64<<20)
+	owner := openHolding(b, 64<<20)
 	if err := owner.PutBatch(ctx, docs); err != nil {
 		b.Fatal(err)
 	}
-	forms := make([][]byte, pages)
-	for i, d := range docs {
-		r, err := owner.Get(ctx, d.URL)
-		if err != nil {
-			b.Fatal(err)
-		}
-		forms[i] = owner.Form(d.URL, r.DocID)
-	}
+	forms := formsAt(b, owner, docs)
 	stored := make([]StoredPage, pages)
 	for i, d := range docs {
 		if stored[i], err = owner.Stored(ctx, d.URL); err != nil {
@@ -434,7 +415,7 @@ func BenchmarkHeld(b *testing.B) {
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			ix := open(b, 4<<20)
+			ix := openHolding(b, 4<<20)
 			var cpu time.Duration
 			for b.Loop() {
 				if c.setup != nil {

@@ -74,13 +74,9 @@ func TestPutAnalysedBatchWritesSameBytes(t *testing.T) {
 	if err := owner.PutBatch(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	forms := make([][]byte, len(docs))
+	forms := formsAt(t, owner, docs)
 	for i, d := range docs {
-		r, err := owner.Get(ctx, d.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if forms[i] = owner.Form(d.URL, r.DocID); forms[i] == nil {
+		if forms[i] == nil {
 			t.Fatalf("owner has no form for %s", d.URL)
 		}
 	}

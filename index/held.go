@@ -57,11 +57,13 @@ func (ix *Index) hold(id uint32, host string) {
 	}
 	ix.held[id/64] |= 1 << (id % 64)
 	ix.heldHosts[host]++
+	ix.heldPages++
 }
 
 // unhold clears hold after the page's removal. Callers hold ix.mu.
 func (ix *Index) unhold(id uint32) {
 	ix.held[id/64] &^= 1 << (id % 64)
+	ix.heldPages--
 	host := ix.metas[id].host
 	if ix.heldHosts[host]--; ix.heldHosts[host] <= 0 {
 		delete(ix.heldHosts, host)

@@ -53,18 +53,32 @@ func visible(t *testing.T, ix *Index) map[string]string {
 
 // openHolding opens an index on a store of its own that flushes only when
 // asked and keeps analysed forms, closed when the test ends.
-func openHolding(t *testing.T) *Index {
-	t.Helper()
-	db := openDB(t, t.TempDir())
-	t.Cleanup(func() { db.Close() })
+func openHolding(tb testing.TB, formBytes int) *Index {
+	tb.Helper()
+	db := openDB(tb, tb.TempDir())
+	tb.Cleanup(func() { db.Close() })
 	opts := DefaultOptions()
-	opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, 32<<20
+	opts.FlushDocs, opts.FlushInterval, opts.FormCacheBytes = 1<<30, 0, formBytes
 	ix, err := Open(db, opts, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ix.Close() })
+	tb.Cleanup(func() { ix.Close() })
 	return ix
+}
+
+// formsAt returns docs' encoded analysed forms as ix has them (Form).
+func formsAt(tb testing.TB, ix *Index, docs []*Document) [][]byte {
+	tb.Helper()
+	forms := make([][]byte, len(docs))
+	for i, d := range docs {
+		r, err := ix.Get(context.Background(), d.URL)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		forms[i] = ix.Form(d.URL, r.DocID)
+	}
+	return forms
 }
 
 // A replica that holds pages writes no postings for them, re-indexes none
@@ -74,24 +88,17 @@ func openHolding(t *testing.T) *Index {
 func TestHeldPagesIndexLikeAnalysedOnes(t *testing.T) {
 	ctx := context.Background()
 	docs := append(formTestDocs(t), testCorpus(120)...)
-	owner := openHolding(t)
+	owner := openHolding(t, 32<<20)
 	if err := owner.PutBatch(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	forms := make([][]byte, len(docs))
-	for i, d := range docs {
-		r, err := owner.Get(ctx, d.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		forms[i] = owner.Form(d.URL, r.DocID)
-	}
+	forms := formsAt(t, owner, docs)
 	forms[2] = nil                           // none sent: analysed
 	forms[7] = []byte{formWireVersion, 0xff} // malformed: analysed
 	anchorsBefore := map[string][]string{docs[0].URL: {"首页"}, docs[3].URL: {"資訊檢索 guide"}, docs[10].URL: {"ten"}}
 	anchorsAfter := map[string][]string{docs[1].URL: {"next 下一页"}, docs[10].URL: {"again"}, docs[7].URL: {"seven"}}
 
-	want := openHolding(t)
+	want := openHolding(t, 32<<20)
 	for _, step := range []func() error{
 		func() error { return want.AddAnchorsBatch(ctx, anchorsBefore) },
 		func() error { return want.PutBatch(ctx, docs) },
@@ -103,7 +110,7 @@ func TestHeldPagesIndexLikeAnalysedOnes(t *testing.T) {
 		}
 	}
 
-	replica := openHolding(t)
+	replica := openHolding(t, 32<<20)
 	if err := replica.AddAnchorsBatch(ctx, anchorsBefore); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +252,7 @@ func TestHeldPagesLifecycle(t *testing.T) {
 func TestStoredPagesHeldAsTheyAre(t *testing.T) {
 	ctx := context.Background()
 	docs := append(formTestDocs(t), testCorpus(40)...)
-	owner, replica, third := openHolding(t), openHolding(t), openHolding(t)
+	owner, replica, third := openHolding(t, 32<<20), openHolding(t, 32<<20), openHolding(t, 32<<20)
 	if err := owner.PutBatch(ctx, docs); err != nil {
 		t.Fatal(err)
 	}

@@ -122,9 +122,10 @@ type Index struct {
 	pendingHint int
 	reindex     map[string]time.Time // URL -> first anchor change not yet indexed
 	// held marks the docIDs of held pages (held.go), heldHosts counts
-	// them per host.
+	// them per host and heldPages in all.
 	held      []uint64
 	heldHosts map[string]int
+	heldPages int
 	// putsSinceFlush counts Puts since the last flush (guarded by mu): a
 	// flush that finds none re-indexes every page waiting for its anchors.
 	putsSinceFlush int
@@ -558,10 +559,7 @@ func (ix *Index) publish() {
 	// longer in the buffer (counting only the buffer let a node report
 	// itself idle in the middle of a flush).
 	ix.pubPend = int(ix.st.NextDoc-ix.st.Flushed) + len(ix.reindex)
-	ix.pubHeld = 0
-	for _, n := range ix.heldHosts {
-		ix.pubHeld += n
-	}
+	ix.pubHeld = ix.heldPages
 	ix.metaMu.Unlock()
 }
 
