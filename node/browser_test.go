@@ -69,6 +69,23 @@ type headless struct {
 
 func startBrowser(ctx context.Context, t *testing.T, browser string) *headless {
 	t.Helper()
+	// Chromium's helper processes may still write to its profile for a
+	// moment after the browser exits, which fails t.TempDir's removal:
+	// the profile is removed (after the browser, cleanups run last first)
+	// with retries instead.
+	profile, err := os.MkdirTemp("", "sou-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 20 {
+			if err := os.RemoveAll(profile); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("browser profile %s left behind", profile)
+	})
 	allocCtx, allocCancel := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(browser),
 		chromedp.Flag("headless", true),
@@ -80,7 +97,7 @@ func startBrowser(ctx context.Context, t *testing.T, browser string) *headless {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1100, 900),
 	)
 	t.Cleanup(allocCancel)
