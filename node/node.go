@@ -133,7 +133,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if cfg.MaxPagesPerHost > 0 {
 		ccfg.Filter.MaxPagesPerHost = cfg.MaxPagesPerHost
 	}
-	ccfg.ProcessWorkers = ProcessWorkers()
 	if o.crawlTune != nil {
 		o.crawlTune(&ccfg)
 	}

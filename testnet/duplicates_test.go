@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"sou/crawl"
 	"sou/testnet/simweb"
 )
 
@@ -139,7 +140,7 @@ func TestClassifyDuplicates(t *testing.T) {
 }
 
 func TestJudgeDuplicates(t *testing.T) {
-	most := orphansPerKill()
+	most := orphansPerKill(crawl.FastConfig())
 	tests := []struct {
 		name                       string
 		cfg                        RunConfig
