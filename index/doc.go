@@ -89,7 +89,9 @@
 //	i:h:<host>\x00<docID>   host listing for ForEachPage and handoff
 //	i:l:<docID>             field lengths, static rank, host, script of a flushed live doc
 //	i:x:<docID>             tombstone of a deleted or replaced doc
-//	i:a:<url>               anchor texts received from other pages (may precede the page)
+//	i:a:<url>               anchor texts received from other pages (may precede the page):
+//	                        the maxAnchors first by a fixed hash, whatever order they came
+//	                        in, so that every node holding the URL keeps the same (anchors.go)
 //	i:q:<url>               re-index request (anchors changed for a stored page)
 //	i:z:<host>\x00<docID>   a held page: its owner's analysed form (maybe empty)
 //	i:p:<term>\x00<last>    postings block; <last> is the block's last docID (BE),

@@ -1195,20 +1195,19 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 		txn = ix.db.NewTransaction(true)
 		return nil
 	}
+	var given []string // a URL's anchors, cleaned
 	for u, anchors := range byURL {
 		cur, err := anchorsIn(txn, u)
 		if err != nil {
 			return fmt.Errorf("index: add anchors %q: %w", u, err)
 		}
-		changed := false
+		given = given[:0]
 		for _, a := range anchors {
-			a = strings.TrimSpace(strings.ToValidUTF8(truncUTF8(a, maxAnchorBytes), ""))
-			if a == "" || len(cur) >= maxAnchors || slices.Contains(cur, a) {
-				continue
+			if a = cleanAnchor(a); a != "" {
+				given = append(given, a)
 			}
-			cur = append(cur, a)
-			changed = true
 		}
+		cur, changed := mergeAnchors(cur, given)
 		if !changed {
 			continue
 		}

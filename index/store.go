@@ -127,7 +127,8 @@ func (ix *Index) summaryByID(txn *badger.Txn, id uint32) (*Summary, error) {
 	return s, nil
 }
 
-// anchorsIn reads the anchor texts recorded for url (nil when none).
+// anchorsIn reads the anchor texts recorded for url (nil when none), in
+// anchorOrder (anchors.go).
 func anchorsIn(txn *badger.Txn, u string) ([]string, error) {
 	item, err := txn.Get([]byte(prefixAnchors + u))
 	if errors.Is(err, badger.ErrKeyNotFound) {
@@ -141,6 +142,7 @@ func anchorsIn(txn *badger.Txn, u string) ([]string, error) {
 		anchors, err = decodeAnchors(v)
 		return err
 	})
+	sortAnchors(anchors)
 	return anchors, err
 }
 
