@@ -633,6 +633,7 @@ func (s *hostData) takeOver(ctx context.Context, net messenger, host string) err
 	}
 	var urls []string
 	var links []crawl.Discovered
+	linksOf := map[string][]crawl.Discovered{} // page URL -> its links
 	err := s.ix.ForEachPage(ctx, host, func(r *index.PageRecord) error {
 		urls = append(urls, r.URL)
 		u, err := url.Parse(r.URL)
@@ -645,13 +646,20 @@ func (s *hostData) takeOver(ctx context.Context, net messenger, host string) err
 		}
 		for _, l := range parsed.Links {
 			if !l.NoFollow {
-				links = append(links, crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Depth: 1, Base: l.Base})
+				linksOf[r.URL] = append(linksOf[r.URL], crawl.Discovered{URL: l.URL, Anchor: l.Anchor, SourceHost: host, Base: l.Base})
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	depths := heldDepths(host, urls, linksOf)
+	for page, ls := range linksOf {
+		for _, l := range ls {
+			l.Depth = depths[page] + 1
+			links = append(links, l)
+		}
 	}
 	markers, err := s.hostKeys(prefixFetchedMarker, host)
 	if err != nil {
@@ -713,6 +721,69 @@ func (s *hostData) takeOver(ctx context.Context, net messenger, host string) err
 	}
 	s.log.Info("took over host", "host", host, "pages", len(urls), "links", len(links))
 	return nil
+}
+
+// heldDepths estimates the link depth of the pages of a host taken over,
+// which the old owner's crawler knew and did not replicate. The depth
+// bound (crawl.FilterConfig.MaxDepth) is what ends an endless site (a
+// calendar's months link on forever), so links found in the pages must
+// not start again at depth 1: the new owner would crawl the trap that far
+// again past where the old owner stopped, and its pages would change the
+// statistics every score uses. A page's depth is its distance, over the
+// links between the held pages, from the host's root at depth 1, or from
+// a page no held page links to (entered from elsewhere) at depth 1; a
+// page reached only through a cycle entered from elsewhere is at depth 1.
+// When the root's own depth was 0 or 1, as for a seed or a page a seed
+// links to, the pages at the old owner's last depth get the depth they
+// had or one more, and their links are refused again as the old owner
+// refused them.
+func heldDepths(host string, pages []string, linksOf map[string][]crawl.Discovered) map[string]int {
+	depth := make(map[string]int, len(pages))
+	linked := map[string]bool{}
+	for _, ls := range linksOf {
+		for _, l := range ls {
+			linked[l.URL] = true
+		}
+	}
+	var queue []string
+	start := func(u string) {
+		if _, seen := depth[u]; !seen {
+			depth[u] = 1
+			queue = append(queue, u)
+		}
+	}
+	held := make(map[string]bool, len(pages))
+	for _, p := range pages {
+		held[p] = true
+	}
+	bfs := func() {
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			for _, l := range linksOf[p] {
+				if _, seen := depth[l.URL]; !seen && held[l.URL] {
+					depth[l.URL] = depth[p] + 1
+					queue = append(queue, l.URL)
+				}
+			}
+		}
+	}
+	for _, root := range []string{"http://" + host + "/", "https://" + host + "/"} {
+		if held[root] {
+			start(root)
+		}
+	}
+	for _, p := range pages {
+		if !linked[p] {
+			start(p)
+		}
+	}
+	bfs()
+	for _, p := range pages {
+		start(p)
+		bfs()
+	}
+	return depth
 }
 
 func contains(list []string, s string) bool {

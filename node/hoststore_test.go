@@ -7,6 +7,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
+	"sou/crawl"
 	"sou/node/peermsg"
 )
 
@@ -51,5 +52,80 @@ func TestKeepSplitsLargePayloads(t *testing.T) {
 	}
 	if len(got) != 2000 {
 		t.Errorf("after settling 6000 of 8000 queued URLs, %d remain, want 2000", len(got))
+	}
+}
+
+// TestHeldDepths: a host taken over gets its pages' depths back from the
+// links between them, so that the depth bound stops an endless calendar
+// where its old owner stopped it, not MaxDepth further on.
+func TestHeldDepths(t *testing.T) {
+	const host = "cal.test"
+	month := func(i int) string { return fmt.Sprintf("http://cal.test/calendar/%d/", i) }
+	link := func(to string) crawl.Discovered { return crawl.Discovered{URL: to} }
+	maxDepth := crawl.DefaultConfig().Filter.MaxDepth
+	if maxDepth < 5 {
+		t.Fatalf("the default depth bound is %d: the test needs one", maxDepth)
+	}
+
+	// The old owner's crawl: the root (depth 1, linked from a seed) links
+	// to month 0, each month to the next and the one before, and the
+	// crawl stopped at the months maxDepth allows.
+	calendar := map[string][]crawl.Discovered{"http://cal.test/": {link(month(0))}}
+	reach := maxDepth - 2
+	var pages []string
+	for i := -reach; i <= reach; i++ {
+		calendar[month(i)] = []crawl.Discovered{link(month(i - 1)), link(month(i + 1))}
+		pages = append(pages, month(i))
+	}
+	pages = append(pages, "http://cal.test/")
+
+	tests := []struct {
+		name    string
+		host    string
+		pages   []string
+		linksOf map[string][]crawl.Discovered
+		want    map[string]int
+	}{
+		{
+			name: "calendar cut at the depth bound", host: host, pages: pages, linksOf: calendar,
+			want: map[string]int{"http://cal.test/": 1, month(0): 2, month(reach): maxDepth, month(-reach): maxDepth},
+		},
+		{
+			name: "https root, a page nothing links to",
+			host: host, pages: []string{"https://cal.test/", "https://cal.test/a", "https://cal.test/orphan", "https://cal.test/b"},
+			linksOf: map[string][]crawl.Discovered{
+				"https://cal.test/":       {link("https://cal.test/a")},
+				"https://cal.test/orphan": {link("https://cal.test/b")},
+				"https://cal.test/a":      {link("https://cal.test/b")},
+			},
+			want: map[string]int{"https://cal.test/": 1, "https://cal.test/a": 2, "https://cal.test/orphan": 1, "https://cal.test/b": 2},
+		},
+		{
+			name: "a cycle entered from elsewhere, links to pages not held",
+			host: host, pages: []string{"http://cal.test/x", "http://cal.test/y"},
+			linksOf: map[string][]crawl.Discovered{
+				"http://cal.test/x": {link("http://cal.test/y"), link("http://cal.test/gone")},
+				"http://cal.test/y": {link("http://cal.test/x")},
+			},
+			want: map[string]int{"http://cal.test/x": 1, "http://cal.test/y": 2},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := heldDepths(tc.host, tc.pages, tc.linksOf)
+			if len(got) != len(tc.pages) {
+				t.Errorf("depths of %d pages, want all %d", len(got), len(tc.pages))
+			}
+			for u, want := range tc.want {
+				if got[u] != want {
+					t.Errorf("depth of %s = %d, want %d", u, got[u], want)
+				}
+			}
+		})
+	}
+	// The links of the last months are beyond the bound again.
+	d := heldDepths(host, pages, calendar)
+	if next := d[month(reach)] + 1; next <= maxDepth {
+		t.Errorf("the month after the last one fetched gets depth %d, within the bound %d: the trap goes on", next, maxDepth)
 	}
 }
