@@ -507,6 +507,12 @@ func (c *Crawler) Run(ctx context.Context) error {
 	return nil
 }
 
+// BeyondDepth reports whether a link at depth is past the depth bound
+// (FilterConfig.MaxDepth), so that the crawler refuses it.
+func (c *Crawler) BeyondDepth(depth int) bool {
+	return c.cfg.Filter.MaxDepth > 0 && depth > c.cfg.Filter.MaxDepth
+}
+
 // Add puts owned URLs (seeds, links forwarded by peers) into the frontier.
 // URLs already seen only contribute their cash. A Discovered without
 // SourceHost and without cash is a seed and gets Config.SeedCash.

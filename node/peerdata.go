@@ -93,7 +93,9 @@ func (d *peerData) receiveURLs(ctx context.Context, _ peer.ID, recs []p2p.URLRec
 		if r.Anchor != "" && r.SourceHost != "" {
 			anchors[r.URL] = append(anchors[r.URL], r.Anchor)
 		}
-		urls = append(urls, r.URL)
+		if !d.crawler.BeyondDepth(r.Depth) {
+			urls = append(urls, r.URL)
+		}
 	}
 	if err := d.crawler.Add(ctx, ds); err != nil {
 		return err
@@ -109,7 +111,9 @@ func (d *peerData) receiveURLs(ctx context.Context, _ peer.ID, recs []p2p.URLRec
 
 // keepQueued keeps URLs queued here under "n:u/" and replicates them, so
 // that a takeover queues them again should this node die before fetching
-// them. It returns once the replicas placement waits for hold them (as
+// them. Callers leave out the URLs past the crawler's depth bound: it
+// refuses them, and a takeover, which does not know their depth, would
+// queue them again and carry a trap on where this node stopped it. It returns once the replicas placement waits for hold them (as
 // Store does for a page): the sender of a URL forgets it once this node
 // acknowledges it, and a URL known only here is lost with this node.
 func (d *peerData) keepQueued(ctx context.Context, urls []string) error {

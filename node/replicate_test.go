@@ -222,16 +222,34 @@ func TestQueuedURLsHeldByReplicaOnReturn(t *testing.T) {
 			host, replica = h, nodes[1]
 		}
 	}
+	// A URL past the depth bound is not kept at all: the crawler refuses
+	// it, and a takeover, which cannot know its depth, would queue it.
+	beyond := crawl.DefaultConfig().Filter.MaxDepth + 1
 	tests := []struct {
 		name  string
 		queue func(u string) error
+		kept  bool
 	}{
 		{"forwarded by a member", func(u string) error {
 			return owner.inbound.receiveURLs(ctx, sender.net.ID(), []p2p.URLRecord{{URL: u}})
-		}},
+		}, true},
 		{"a redirect's target", func(u string) error {
 			return (&sink{n: owner}).Queue(ctx, host, "http://"+host+"/old", []crawl.Discovered{{URL: u, SourceHost: host}})
-		}},
+		}, true},
+		{"a link of a page not indexed", func(u string) error {
+			return (&sink{n: owner}).storeUnindexed(ctx, &crawl.Page{URL: "http://" + host + "/dup", Host: host, Depth: beyond - 2,
+				Links: []crawl.Link{{URL: u}}})
+		}, true},
+		{"forwarded past the depth bound", func(u string) error {
+			return owner.inbound.receiveURLs(ctx, sender.net.ID(), []p2p.URLRecord{{URL: u, Depth: beyond}})
+		}, false},
+		{"a redirect's target past the depth bound", func(u string) error {
+			return (&sink{n: owner}).Queue(ctx, host, "http://"+host+"/old", []crawl.Discovered{{URL: u, SourceHost: host, Depth: beyond}})
+		}, false},
+		{"a link of a page not indexed, past the depth bound", func(u string) error {
+			return (&sink{n: owner}).storeUnindexed(ctx, &crawl.Page{URL: "http://" + host + "/dup", Host: host, Depth: beyond - 1,
+				Links: []crawl.Link{{URL: u}}})
+		}, false},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,12 +258,14 @@ func TestQueuedURLsHeldByReplicaOnReturn(t *testing.T) {
 				t.Fatal(err)
 			}
 			// No sleep: the replica must hold it on return.
-			held, err := replica.data.hostKeys(prefixQueued, host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Contains(held, u) {
-				t.Fatalf("the replica holds %v of %s on return, want %s", held, host, u)
+			for _, n := range []*Node{owner, replica} {
+				held, err := n.data.hostKeys(prefixQueued, host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.Contains(held, u) != tc.kept {
+					t.Fatalf("%s holds %v of %s on return: %s kept = %v, want %v", n.net.ID(), held, host, u, !tc.kept, tc.kept)
+				}
 			}
 		})
 	}

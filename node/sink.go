@@ -115,7 +115,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
 	var owned []string
 	for _, l := range p.Links {
-		if l.NoFollow || l.Base != "" {
+		if l.NoFollow || l.Base != "" || s.n.crawler.BeyondDepth(p.Depth+1) {
 			continue
 		}
 		if h := hostOf(l.URL); h != "" && s.n.net.IsOwner(h) {
@@ -137,7 +137,7 @@ func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
 func (s *sink) Queue(ctx context.Context, _, _ string, links []crawl.Discovered) error {
 	var urls []string
 	for _, l := range links {
-		if l.Base == "" {
+		if l.Base == "" && !s.n.crawler.BeyondDepth(l.Depth) {
 			urls = append(urls, l.URL)
 		}
 	}
