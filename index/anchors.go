@@ -54,9 +54,9 @@ func sortAnchors(anchors []string) {
 
 // mergeAnchors adds cleaned texts to cur, a URL's recorded texts in
 // anchorOrder, keeping the maxAnchors first, and reports whether the
-// recorded set changed.
-func mergeAnchors(cur, given []string) ([]string, bool) {
-	changed := false
+// recorded set changed and which recorded texts it dropped to keep the
+// cap.
+func mergeAnchors(cur, given []string) (merged []string, changed bool, evicted []string) {
 	for _, a := range given {
 		i, found := slices.BinarySearchFunc(cur, a, anchorOrder)
 		if found || i >= maxAnchors {
@@ -64,9 +64,12 @@ func mergeAnchors(cur, given []string) ([]string, bool) {
 		}
 		cur = slices.Insert(cur, i, a)
 		if len(cur) > maxAnchors {
+			if last := cur[maxAnchors]; last != a {
+				evicted = append(evicted, last)
+			}
 			cur = cur[:maxAnchors]
 		}
 		changed = true
 	}
-	return cur, changed
+	return cur, changed, evicted
 }

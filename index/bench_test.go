@@ -435,3 +435,52 @@ func BenchmarkHeld(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAddAnchorsNavigation records the anchors of a documentation
+// site's pages as a crawl gives them, one page's links at a time: each of
+// 2,000 stored pages links to the same 30 pages with the same texts (its
+// navigation) and to 10 others with texts of their own.
+//
+//	go test -run '^$' -bench BenchmarkAddAnchorsNavigation -count 6 ./index/
+func BenchmarkAddAnchorsNavigation(b *testing.B) {
+	const pages, nav, content = 2000, 30, 10
+	ctx := context.Background()
+	db := openDB(b, b.TempDir())
+	defer db.Close()
+	opts := DefaultOptions()
+	opts.FlushDocs, opts.FlushInterval, opts.ReindexDelay = 1<<30, 0, time.Hour
+	ix, err := Open(db, opts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	urls := make([]string, pages)
+	docs := make([]*Document, pages)
+	for i := range urls {
+		urls[i] = "http://docs.test/page/" + itoa(i) + ".html"
+		docs[i] = doc(urls[i], "page "+itoa(i), "body of page "+itoa(i))
+	}
+	if err := ix.PutBatch(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	links := func(from int) map[string][]string {
+		m := make(map[string][]string, nav+content)
+		for i := range nav {
+			m[urls[i]] = []string{"chapter " + itoa(i)}
+		}
+		for i := range content {
+			to := (from*7 + i*131) % pages
+			m[urls[to]] = append(m[urls[to]], "see page "+itoa(to)+" from "+itoa(from))
+		}
+		return m
+	}
+	from := 0
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := ix.AddAnchorsBatch(ctx, links(from%pages)); err != nil {
+			b.Fatal(err)
+		}
+		from++
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/page")
+}

@@ -143,8 +143,12 @@
 // lock each page is put only if its docID and anchors are still those it
 // was analysed with (else it is analysed again there). AddAnchorsBatch
 // merges a page's links' anchors under anchorMu, not the writer lock (a
-// page's links cost two Badger reads each). The writers settle the race
-// this opens themselves: a Put compares, under the writer lock, the
+// page's links cost two Badger reads each), and skips the links whose
+// anchors are all recorded already, by a table of recorded (URL, text)
+// pairs (anchorcache.go): most links of a documentation site are its
+// navigation, the same texts to the same pages from every page. The
+// writers settle the race this opens themselves: a Put compares, under
+// the writer lock, the
 // anchors it analysed with those recorded now and leaves the page waiting
 // for a re-index when they differ; AddAnchorsBatch, after its commit,
 // queues the pages that a Put stored since it found them missing.

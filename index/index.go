@@ -114,7 +114,8 @@ type Index struct {
 	// read-modify-write, Delete); taken before mu, so that reading and
 	// merging a page's links' anchors holds up no Put.
 	anchorMu sync.Mutex
-	mu       sync.Mutex // serializes page-store writers; guards st, pending, reindex
+	recorded *recordedAnchors // guarded by anchorMu
+	mu       sync.Mutex       // serializes page-store writers; guards st, pending, reindex
 	kick     chan struct{}
 	st       state
 	pending  *pendingIndex // nil when empty
@@ -225,6 +226,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	ix := &Index{
 		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec, checkDec: checkDec,
 		reindex: map[string]time.Time{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
+		recorded: newRecordedAnchors(),
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -1134,6 +1136,10 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 	if err := ix.removeInTxn(txn, id, &ns); err != nil {
 		return fmt.Errorf("index: delete %q: %w", u, err)
 	}
+	anchors, err := anchorsIn(txn, u)
+	if err != nil {
+		return fmt.Errorf("index: delete %q: %w", u, err)
+	}
 	for _, k := range []string{prefixURL + u, prefixAnchors + u, prefixReindex + u} {
 		if err := txn.Delete([]byte(k)); err != nil {
 			return fmt.Errorf("index: delete %q: %w", u, err)
@@ -1144,6 +1150,9 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 	}
 	ix.st = ns
 	ix.markDeleted(id)
+	for _, a := range anchors {
+		ix.recorded.forget(ix.recorded.hash(u, a))
+	}
 	delete(ix.reindex, u)
 	ix.forms.drop(u)
 	ix.publish()
@@ -1184,6 +1193,7 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 	txn := ix.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var stored, unstored []string // changed in txn: URLs of stored pages, of others
+	var recorded []uint64         // pairs recorded once the last commit is made
 	commit := func() error {
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("index: add anchors: commit: %w", err)
@@ -1195,19 +1205,35 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 		txn = ix.db.NewTransaction(true)
 		return nil
 	}
-	var given []string // a URL's anchors, cleaned
+	var given []string  // a URL's anchors, cleaned
+	var hashes []uint64 // their pairs' hashes
 	for u, anchors := range byURL {
+		given, hashes = given[:0], hashes[:0]
+		known := true
+		for _, a := range anchors {
+			if a = cleanAnchor(a); a == "" {
+				continue
+			}
+			h := ix.recorded.hash(u, a)
+			given, hashes = append(given, a), append(hashes, h)
+			known = known && ix.recorded.holds(h)
+		}
+		if known {
+			continue
+		}
 		cur, err := anchorsIn(txn, u)
 		if err != nil {
 			return fmt.Errorf("index: add anchors %q: %w", u, err)
 		}
-		given = given[:0]
-		for _, a := range anchors {
-			if a = cleanAnchor(a); a != "" {
-				given = append(given, a)
+		cur, changed, evicted := mergeAnchors(cur, given)
+		for i, a := range given {
+			if _, ok := slices.BinarySearchFunc(cur, a, anchorOrder); ok {
+				recorded = append(recorded, hashes[i])
 			}
 		}
-		cur, changed := mergeAnchors(cur, given)
+		for _, a := range evicted {
+			ix.recorded.forget(ix.recorded.hash(u, a))
+		}
 		if !changed {
 			continue
 		}
@@ -1242,7 +1268,13 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 			unstored = append(unstored, u)
 		}
 	}
-	return commit()
+	if err := commit(); err != nil {
+		return err
+	}
+	for _, h := range recorded {
+		ix.recorded.add(h)
+	}
+	return nil
 }
 
 // requestReindex queues for a re-index the pages whose new anchors were

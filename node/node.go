@@ -133,6 +133,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if cfg.MaxPagesPerHost > 0 {
 		ccfg.Filter.MaxPagesPerHost = cfg.MaxPagesPerHost
 	}
+	ccfg.ProcessWorkers = ProcessWorkers()
 	if o.crawlTune != nil {
 		o.crawlTune(&ccfg)
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"sou/crawl"
 	"sou/testnet/simweb"
 )
 
@@ -140,7 +139,7 @@ func TestClassifyDuplicates(t *testing.T) {
 }
 
 func TestJudgeDuplicates(t *testing.T) {
-	most := orphansPerKill(crawl.FastConfig())
+	most := orphansPerKill()
 	tests := []struct {
 		name                       string
 		cfg                        RunConfig

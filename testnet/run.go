@@ -391,7 +391,7 @@ func (r *Report) judge(cfg RunConfig) {
 	if allowed := allowedAvoidable(cfg, c.PagesExpected); c.DuplicatesAvoidable > allowed {
 		fail(fmt.Sprintf("%d avoidable duplicate fetches (not in flight at a kill), the scenario allows %d", c.DuplicatesAvoidable, allowed))
 	}
-	if most := orphansPerKill(crawl.FastConfig()); c.DuplicatesInFlightMaxPerKill > most {
+	if most := orphansPerKill(); c.DuplicatesInFlightMaxPerKill > most {
 		fail(fmt.Sprintf("one kill orphaned %d fetches, more than the %d it can", c.DuplicatesInFlightMaxPerKill, most))
 	}
 	if r.Crawl.RobotsViolations > 0 {
@@ -449,9 +449,10 @@ func allowedAvoidable(cfg RunConfig, pages int) int {
 // takes its hosts over before it is back fetches both). The bound is
 // looser than that, twice the workers plus three per processing worker,
 // so that it also covers what the credits do not: the fetched marks of
-// failed fetches, replicated a moment after Store returns.
-func orphansPerKill(c crawl.Config) int {
-	return 2*c.Workers + 3*c.ProcessWorkers
+// failed fetches, replicated a moment after Store returns. The workers are
+// those of a testnet node's crawler on this machine.
+func orphansPerKill() int {
+	return 2*crawl.FastConfig().Workers + 3*node.ProcessWorkers()
 }
 
 func waitMembers(ctx context.Context, l *launcher, want int, limit time.Duration) error {
