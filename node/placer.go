@@ -145,7 +145,7 @@ const ReplicaWaitMax = 500 * time.Millisecond
 // replica's transactions and a sync; with more, the pages waiting
 // together go in one message, and a node alone on its machine keeps its
 // cores busy while some workers wait (BENCHMARKS.md, "Processing
-// workers").
+// workers and recorded anchors, landed").
 const processWorkersPerCore = 3
 
 // ProcessWorkers is the number of processing workers a node's crawler
