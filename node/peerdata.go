@@ -113,9 +113,10 @@ func (d *peerData) receiveURLs(ctx context.Context, _ peer.ID, recs []p2p.URLRec
 // that a takeover queues them again should this node die before fetching
 // them. Callers leave out the URLs past the crawler's depth bound: it
 // refuses them, and a takeover, which does not know their depth, would
-// queue them again and carry a trap on where this node stopped it. It returns once the replicas placement waits for hold them (as
-// Store does for a page): the sender of a URL forgets it once this node
-// acknowledges it, and a URL known only here is lost with this node.
+// queue them again and carry a trap on where this node stopped it. It
+// returns once the replicas placement waits for hold them (as Store does
+// for a page): the sender of a URL forgets it once this node acknowledges
+// it, and a URL known only here is lost with this node.
 func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
 	var queued []peermsg.Fetched
 	byHost := map[string][][]byte{}
