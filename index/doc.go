@@ -148,10 +148,10 @@
 // pairs (anchorcache.go): most links of a documentation site are its
 // navigation, the same texts to the same pages from every page. The
 // writers settle the race this opens themselves: a Put compares, under
-// the writer lock, the
-// anchors it analysed with those recorded now and leaves the page waiting
-// for a re-index when they differ; AddAnchorsBatch, after its commit,
-// queues the pages that a Put stored since it found them missing.
+// the writer lock, the anchors it analysed with those recorded now and
+// leaves the page waiting for a re-index when they differ;
+// AddAnchorsBatch, after its commit, queues the pages that a Put stored
+// since it found them missing.
 //
 // DocIDs are dense uint32, never reused: Put of an existing URL allocates a
 // new docID and tombstones the old one, so postings lists only ever grow at

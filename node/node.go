@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,21 @@ type Node struct {
 	httpAddr atomic.Value
 	disk     *diskGuard
 }
+
+// processWorkersPerCore sets the crawler's processing workers: three per
+// core, where the crawl package's default is two in all. A worker's Store
+// waits on the network, for the content claim's answer and then for the
+// replica's acknowledgement (given after the replica's group-commit sync),
+// and holds no core meanwhile. The pages waiting together go to the
+// replica in one message, which pays one stream, one set of the replica's
+// transactions and one sync, so more workers mean fewer, fuller messages;
+// a node alone on its machine keeps its cores busy while some wait
+// (BENCHMARKS.md, "Processing workers and recorded anchors, landed").
+const processWorkersPerCore = 3
+
+// ProcessWorkers is the number of processing workers a node's crawler
+// runs on this machine.
+func ProcessWorkers() int { return processWorkersPerCore * runtime.GOMAXPROCS(0) }
 
 // New opens the node's storage and network. Call Run to serve, and it
 // closes everything when it returns. Options are for the WAN simulator

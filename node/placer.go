@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -135,22 +134,6 @@ func (k *keyspace) Donors(members []peer.ID, p peer.ID, depth int) []peer.ID {
 // looks alive until a delivery to it fails or the membership drops it; a
 // healthy replica acknowledges a few pages in tens of milliseconds.
 const ReplicaWaitMax = 500 * time.Millisecond
-
-// processWorkersPerCore sets the crawler's processing workers: three per
-// core, where the crawl package's default is two in all. A worker's Store
-// waits on the network, for the content claim's answer and then for the
-// replica's acknowledgement (which the replica gives after a group-commit
-// sync), and holds no core meanwhile. With two workers a node sent its
-// replica one or two pages per message, each message paying a stream, the
-// replica's transactions and a sync; with more, the pages waiting
-// together go in one message, and a node alone on its machine keeps its
-// cores busy while some workers wait (BENCHMARKS.md, "Processing
-// workers and recorded anchors, landed").
-const processWorkersPerCore = 3
-
-// ProcessWorkers is the number of processing workers a node's crawler
-// runs on this machine.
-func ProcessWorkers() int { return processWorkersPerCore * runtime.GOMAXPROCS(0) }
 
 // placerTick is how often the machine's clock goes on.
 const placerTick = 100 * time.Millisecond

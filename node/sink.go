@@ -114,8 +114,12 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 // them: they are kept as queued URLs (replicated) first.
 func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
 	var owned []string
-	for _, l := range p.Links {
-		if l.NoFollow || l.Base != "" || s.n.crawler.BeyondDepth(p.Depth+1) {
+	links := p.Links
+	if s.n.crawler.BeyondDepth(p.Depth + 1) {
+		links = nil
+	}
+	for _, l := range links {
+		if l.NoFollow || l.Base != "" {
 			continue
 		}
 		if h := hostOf(l.URL); h != "" && s.n.net.IsOwner(h) {
