@@ -38,6 +38,9 @@ func TestHostileStrangerRefusedEverywhere(t *testing.T) {
 		string(victim.protoClaim):   framed(encodeClaim(claimRequest{Hops: 1, Key: []byte("k"), Value: "http://a.test/"})),
 		string(victim.protoClaims):  framed(encodeClaimBatch([]claimEntry{{Key: []byte("k"), Value: "http://a.test/"}})),
 	}
+	for base, pipe := range victim.pipeOf {
+		requests[string(pipe)] = requests[string(base)]
+	}
 	before := victim.Stats()
 	for _, proto := range allProtocols(victim) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -14,7 +14,8 @@ import (
 // BenchmarkClaim claims fresh keys at another member from as many
 // goroutines as there are cores (a node's crawler stores pages on two
 // processing workers): signed and routed (claim/2.0.0, what a claim costs
-// when the views differ), and in batches (claims/1.0.0, the normal way).
+// when the views differ), and in batches (claims/2.0.0 on pipes, the
+// normal way).
 // It reports the CPU of the whole process, both nodes, per claim.
 //
 //	go test -run '^$' -bench BenchmarkClaim -count 6 ./p2p/

@@ -57,10 +57,12 @@ type Config struct {
 	PeerURLBurst int
 	// MaxStreamsPerPeer caps the inbound streams one peer may have open at
 	// once (all protocols); streams beyond it are reset at once. URL
-	// batches are further capped at maxURLStreamsPerPeer.
+	// batches are further capped at maxURLBatchesPerPeer.
 	MaxStreamsPerPeer int
 	// StreamIdleTimeout is how long an inbound stream may stay silent
-	// while its request is read before it is reset.
+	// while its request is read before it is reset. A pipe (pipes.go)
+	// waits six times as long for its next request, and its sender keeps
+	// it idle for twice as long.
 	StreamIdleTimeout time.Duration
 	// BatchMaxURLs caps the records in one forwarded batch; BatchDelay is
 	// how long a sender lingers to fill a batch.

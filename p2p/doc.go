@@ -11,7 +11,8 @@
 // allowances), urlRouter (urls.go: Forward, URL batches out and in,
 // re-routing), claims (claims.go), the Outbox (outbox.go) and the search
 // queue (searchqueue.go). Node itself keeps the host, the DHT, gossipsub,
-// the stream discipline (streamHandler, call), search and deliver.
+// the stream discipline (streamHandler, call), pipes (pipes.go), search
+// and deliver.
 //
 // # Host
 //
@@ -178,9 +179,19 @@
 //
 // # Protocols and wire formats (all IDs versioned, all include the network)
 //
-// Every stream carries one request frame and one response frame: a uvarint
-// length then the bytes, capped by MaxMessageBytes; the buffer grows as
-// bytes arrive (from 4 KiB), never to the announced length up front. Every
+// A stream of a protocol below carries one request frame and one
+// response frame: a uvarint length then the bytes, capped by
+// MaxMessageBytes; the buffer grows as bytes arrive (from 4 KiB), never to
+// the announced length up front. URL batches, deliveries and claim
+// batches go on pipes (pipes.go): long-lived streams of the protocols'
+// 2.0.0 versions (PipeProtocolIDs), on which request and response frames
+// alternate, as many exchanges as the sender makes, one at a time. A
+// sender keeps up to 4 idle pipes per peer and protocol for
+// 2×StreamIdleTimeout, the receiver waits 6×StreamIdleTimeout for a
+// pipe's next request, and every request on a pipe passes the checks of
+// a new stream's (membership, rate, the URL batch cap). A sender offers
+// the pipe version first and falls back to one stream per request with a
+// peer that does not speak it. Every
 // payload starts with a version byte (1). Responses: version, status (0
 // ok, 1 error, 2 refused by the handler's rules: ErrRefused), then the
 // body or an error text (≤ 1 KiB). Malformed input resets the stream
@@ -233,16 +244,18 @@
 //
 // # Limits
 //
-// Every inbound stream costs one token of a per-peer token bucket
-// (PeerRate, PeerBurst); a peer that empties it is throttled — all its
-// streams reset — for ThrottleFor (Stats.ThrottledMessages, ThrottleEvents,
+// Every inbound request (a new stream's, or the next on a pipe) costs one
+// token of a per-peer token bucket (PeerRate, PeerBurst); a peer that
+// empties it is throttled — every stream it sends on is reset — for
+// ThrottleFor (Stats.ThrottledMessages, ThrottleEvents,
 // ThrottledPeers). A malformed message throttles its sender at once.
 // Heartbeats are limited per origin to 4 per interval.
 //
 // Concurrency: a peer may have at most MaxStreamsPerPeer (128) inbound
 // streams being handled at once, at most MaxSearchesPerPeer (32) search
 // requests (more are answered busy: Stats.SearchesRefused), and at most 4
-// URL batches. Search requests run on as many workers as there are cores;
+// URL batches being read or handled (a pipe waiting for its next batch
+// holds no slot). Search requests run on as many workers as there are cores;
 // a freed worker goes to the waiting peer that used the workers least
 // lately (searchqueue.go), so a member that sends many or costly searches
 // delays its own, not others'; one not started by its deadline is

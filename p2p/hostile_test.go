@@ -109,8 +109,15 @@ func framed(payload []byte) []byte {
 	return append(binary.AppendUvarint(nil, uint64(len(payload))), payload...)
 }
 
+// allProtocols lists every protocol a node serves, pipes included.
 func allProtocols(n *testNode) []protocol.ID {
-	return []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims}
+	all := []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims}
+	for _, p := range all {
+		if pipe, ok := n.pipeOf[p]; ok {
+			all = append(all, pipe)
+		}
+	}
+	return all
 }
 
 // A member claims content fingerprints for URLs on hosts it does not hold
@@ -572,6 +579,11 @@ func TestHostileMalformedInputOnEveryProtocol(t *testing.T) {
 		malformed bool // counted and penalised (a truncated stream may be a crash, not malice)
 	}
 	attacksFor := func(proto protocol.ID) []attack {
+		for base, pipe := range victim.pipeOf {
+			if proto == pipe {
+				proto = base
+			}
+		}
 		as := []attack{
 			{"oversized frame", binary.AppendUvarint(nil, uint64(maxMsg)+1), true},
 			{"huge length varint", binary.AppendUvarint(nil, 1<<62), true},

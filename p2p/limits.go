@@ -25,9 +25,9 @@ type peerLimit struct {
 	lim            *rate.Limiter
 	throttledUntil time.Time
 	lastUsed       time.Time
-	// streams and urlStreams count the peer's inbound streams being
-	// handled now.
-	streams, urlStreams int
+	// streams counts the peer's inbound streams open now, urlBatches
+	// its URL batches being read or handled.
+	streams, urlBatches int
 	// searches counts the peer's search requests under way.
 	searches int
 	// claims is the claim allowance of the peer as a claim's origin.
@@ -91,37 +91,53 @@ func (pl *peerLimits) limiterLocked(p peer.ID) *peerLimit {
 	return l
 }
 
-// maxURLStreamsPerPeer caps concurrent URL batches from one peer: an
+// maxURLBatchesPerPeer caps concurrent URL batches from one peer: an
 // honest sender has one in flight (two when a lost ack overlaps a
 // resend), and each may inflate to MaxMessageBytes.
-const maxURLStreamsPerPeer = 4
+const maxURLBatchesPerPeer = 4
 
 // acquireStream admits one more inbound stream from p unless p is at its
 // concurrency cap; releaseStream undoes it.
-func (pl *peerLimits) acquireStream(p peer.ID, urls bool) bool {
+func (pl *peerLimits) acquireStream(p peer.ID) bool {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	l := pl.limiterLocked(p)
-	if l.streams >= pl.cfg.MaxStreamsPerPeer || (urls && l.urlStreams >= maxURLStreamsPerPeer) {
+	if l.streams >= pl.cfg.MaxStreamsPerPeer {
 		pl.st.streamsRefused.Add(1)
 		return false
 	}
 	l.streams++
-	if urls {
-		l.urlStreams++
-	}
 	return true
 }
 
-func (pl *peerLimits) releaseStream(p peer.ID, urls bool) {
+func (pl *peerLimits) releaseStream(p peer.ID) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	l := pl.limiterLocked(p)
 	l.streams--
-	if urls {
-		l.urlStreams--
-	}
 	l.lastUsed = time.Now()
+}
+
+// acquireURLBatch admits one more URL batch from p, before it is read,
+// unless p has maxURLBatchesPerPeer being read or handled;
+// releaseURLBatch undoes it. A pipe holds a slot only while a batch is
+// under way on it, not while it waits for the next.
+func (pl *peerLimits) acquireURLBatch(p peer.ID) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	l := pl.limiterLocked(p)
+	if l.urlBatches >= maxURLBatchesPerPeer {
+		pl.st.streamsRefused.Add(1)
+		return false
+	}
+	l.urlBatches++
+	return true
+}
+
+func (pl *peerLimits) releaseURLBatch(p peer.ID) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.limiterLocked(p).urlBatches--
 }
 
 // acquireSearch admits one more search request from p unless p has

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -53,7 +54,11 @@ type Node struct {
 	mdns     interface{ Close() error }
 
 	protoURLs, protoSearch, protoDeliver, protoClaim, protoClaims protocol.ID
-	topicName                                                     string
+	// pipeOf maps each protocol that has a pipe version to it; pipes
+	// holds the idle pipes (pipes.go).
+	pipeOf    map[protocol.ID]protocol.ID
+	pipes     *pipePool
+	topicName string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -122,8 +127,8 @@ type Stats struct {
 	ThrottleEvents    uint64
 	ThrottledPeers    int
 	// StreamsRefused counts inbound streams reset because their peer
-	// already had MaxStreamsPerPeer (or, for URL batches,
-	// maxURLStreamsPerPeer) open; StreamsTimedOut those reset after
+	// already had MaxStreamsPerPeer open (or, for URL batches,
+	// maxURLBatchesPerPeer under way); StreamsTimedOut those reset after
 	// StreamIdleTimeout of silence.
 	StreamsRefused  uint64
 	StreamsTimedOut uint64
@@ -219,6 +224,9 @@ func New(ctx context.Context, db *badger.DB, cfg Config, log *slog.Logger, opts 
 		start:      time.Now(),
 	}
 	n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims = ProtocolIDs(cfg.Network)
+	pipeURLs, pipeDeliver, pipeClaims := PipeProtocolIDs(cfg.Network)
+	n.pipeOf = map[protocol.ID]protocol.ID{n.protoURLs: pipeURLs, n.protoDeliver: pipeDeliver, n.protoClaims: pipeClaims}
+	n.pipes = newPipePool()
 	n.topicName = MembershipTopic(cfg.Network)
 	// The node's goroutines live until Close, not until the caller's ctx
 	// (which may be a startup deadline).
@@ -322,11 +330,16 @@ func (n *Node) startRest(ctx context.Context) error {
 		ctx: n.ctx, spawn: n.goIfOpen,
 	}
 	n.claims.batcher.c = n.claims
-	n.h.SetStreamHandler(n.protoURLs, n.streamHandler(n.urls.handleURLs))
-	n.h.SetStreamHandler(n.protoSearch, n.streamHandler(n.handleSearch))
-	n.h.SetStreamHandler(n.protoDeliver, n.streamHandler(n.handleDeliver))
-	n.h.SetStreamHandler(n.protoClaim, n.streamHandler(n.claims.handle))
-	n.h.SetStreamHandler(n.protoClaims, n.streamHandler(n.claims.handleBatch))
+	for proto, h := range map[protocol.ID]func(context.Context, peer.ID, []byte) ([]byte, error){
+		n.protoURLs: n.urls.handleURLs, n.protoSearch: n.handleSearch, n.protoDeliver: n.handleDeliver,
+		n.protoClaim: n.claims.handle, n.protoClaims: n.claims.handleBatch,
+	} {
+		n.h.SetStreamHandler(proto, n.streamHandler(h, false))
+		if pipe, ok := n.pipeOf[proto]; ok {
+			n.h.SetStreamHandler(pipe, n.streamHandler(h, true))
+		}
+	}
+	n.goLoop(n.sweepPipes)
 
 	var boot []peer.AddrInfo
 	for _, s := range n.cfg.Bootstrap {
@@ -514,6 +527,9 @@ func (n *Node) close(announce bool) error {
 	if n.h != nil {
 		for _, p := range []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims} {
 			n.h.RemoveStreamHandler(p)
+			if pipe, ok := n.pipeOf[p]; ok {
+				n.h.RemoveStreamHandler(pipe)
+			}
 		}
 	}
 	if n.mdns != nil {
@@ -685,76 +701,127 @@ func loadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
 // streamHandler wraps a request handler with the common discipline: rate
 // limit, per-peer concurrency cap, idle timeout and deadline, one capped
 // frame in, one frame out. A malformed request resets the stream and is
-// counted; a handler error is sent back as text.
-func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg []byte) ([]byte, error)) network.StreamHandler {
+// counted; a handler error is sent back as text. On a pipe (pipes.go) it
+// then waits up to serveIdle for the next request, which passes the same
+// checks (membership, rate, the URL batch cap) as a new stream's first.
+func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg []byte) ([]byte, error), pipe bool) network.StreamHandler {
 	return func(s network.Stream) {
 		from := s.Conn().RemotePeer()
-		urls := s.Protocol() == n.protoURLs
-		if !n.mem.isMember(from) {
-			// Refused before the frame is read or any per-peer state is
-			// made: an honest peer not admitted yet retries, a stranger
-			// gets nothing.
-			n.st.nonMemberStreams.Add(1)
-			if n.refusalLog.Allow() {
-				n.log.Warn("stream from a non-member refused", "peer", from, "protocol", s.Protocol(), "refused_so_far", n.st.nonMemberStreams.Load())
-			}
+		urls := s.Protocol() == n.protoURLs || s.Protocol() == n.pipeOf[n.protoURLs]
+		if !n.refuseNonMember(s, from) {
+			return
+		}
+		if !n.limits.acquireStream(from) {
 			_ = s.Reset()
 			return
 		}
-		if !n.limits.allow(from) {
-			_ = s.Reset()
-			return
-		}
-		if !n.limits.acquireStream(from, urls) {
-			_ = s.Reset()
-			return
-		}
-		defer n.limits.releaseStream(from, urls)
-		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
-		defer cancel()
-		stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+		defer n.limits.releaseStream(from)
+		stop := context.AfterFunc(n.ctx, func() { _ = s.Reset() })
 		defer stop()
-		msg, err := readFrame(bufio.NewReader(idleReader{s: s, idle: n.cfg.StreamIdleTimeout}), n.cfg.MaxMessageBytes)
-		if err != nil {
-			if errors.Is(err, ErrMalformed) {
-				n.limits.penalize(from, err)
-			} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
-				n.st.streamsTimedOut.Add(1)
+		r := &idleReader{s: s, idle: n.cfg.StreamIdleTimeout}
+		br := bufio.NewReader(r)
+		for first := true; ; first = false {
+			if !first {
+				r.idle = serveIdle(n.cfg.StreamIdleTimeout)
+				if _, err := br.Peek(1); err != nil {
+					// The sender closed its pipe, or left it idle too long.
+					if errors.Is(err, io.EOF) {
+						_ = s.Close()
+					} else {
+						_ = s.Reset()
+					}
+					return
+				}
+				r.idle = n.cfg.StreamIdleTimeout
+				if !n.refuseNonMember(s, from) {
+					return
+				}
 			}
-			_ = s.Reset()
-			return
-		}
-		_ = s.SetReadDeadline(time.Time{})
-		resp, err := handle(ctx, from, msg)
-		var head, out []byte
-		switch {
-		case errors.Is(err, ErrMalformed):
-			n.limits.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
-			_ = s.Reset()
-			return
-		case err != nil:
-			text := err.Error()
-			if len(text) > maxErrorBytes {
-				text = text[:maxErrorBytes]
+			if !n.serveRequest(s, br, from, urls, handle) {
+				return
 			}
-			status := byte(statusError)
-			if errors.Is(err, ErrRefused) {
-				status = statusRefused
+			if !pipe {
+				_ = s.Close()
+				return
 			}
-			out = encodeResponse(status, []byte(text))
-		default:
-			head, out = responseHead(statusOK), resp
 		}
-		if len(head)+len(out) > n.cfg.MaxMessageBytes {
-			head, out = nil, encodeResponse(statusError, []byte("response exceeds message cap"))
-		}
-		_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if err := writeFrameParts(s, head, out); err != nil {
-			_ = s.Reset()
-			return
-		}
-		_ = s.Close()
 	}
+}
+
+// refuseNonMember resets s unless from is a member, and reports whether
+// it is. It refuses before a frame is read or any per-peer state is
+// made: an honest peer not admitted yet retries, a stranger gets nothing.
+func (n *Node) refuseNonMember(s network.Stream, from peer.ID) bool {
+	if n.mem.isMember(from) {
+		return true
+	}
+	n.st.nonMemberStreams.Add(1)
+	if n.refusalLog.Allow() {
+		n.log.Warn("stream from a non-member refused", "peer", from, "protocol", s.Protocol(), "refused_so_far", n.st.nonMemberStreams.Load())
+	}
+	_ = s.Reset()
+	return false
+}
+
+// serveRequest reads one request from br, answers it on s, and reports
+// whether the stream is still usable; when it is not, s has been reset.
+func (n *Node) serveRequest(s network.Stream, br *bufio.Reader, from peer.ID, urls bool, handle func(ctx context.Context, from peer.ID, msg []byte) ([]byte, error)) bool {
+	if !n.limits.allow(from) {
+		_ = s.Reset()
+		return false
+	}
+	if urls {
+		if !n.limits.acquireURLBatch(from) {
+			_ = s.Reset()
+			return false
+		}
+		defer n.limits.releaseURLBatch(from)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	msg, err := readFrame(br, n.cfg.MaxMessageBytes)
+	if err != nil {
+		if errors.Is(err, ErrMalformed) {
+			n.limits.penalize(from, err)
+		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			n.st.streamsTimedOut.Add(1)
+		}
+		_ = s.Reset()
+		return false
+	}
+	_ = s.SetReadDeadline(time.Time{})
+	resp, err := handle(ctx, from, msg)
+	var head, out []byte
+	switch {
+	case errors.Is(err, ErrMalformed):
+		n.limits.penalize(from, fmt.Errorf("%s: %w", s.Protocol(), err))
+		_ = s.Reset()
+		return false
+	case err != nil:
+		text := err.Error()
+		if len(text) > maxErrorBytes {
+			text = text[:maxErrorBytes]
+		}
+		status := byte(statusError)
+		if errors.Is(err, ErrRefused) {
+			status = statusRefused
+		}
+		out = encodeResponse(status, []byte(text))
+	default:
+		head, out = responseHead(statusOK), resp
+	}
+	if len(head)+len(out) > n.cfg.MaxMessageBytes {
+		head, out = nil, encodeResponse(statusError, []byte("response exceeds message cap"))
+	}
+	_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if err := writeFrameParts(s, head, out); err != nil {
+		_ = s.Reset()
+		return false
+	}
+	_ = s.SetWriteDeadline(time.Time{})
+	return ctx.Err() == nil
 }
 
 // idleReader moves the read deadline forward before every read, so a
@@ -765,7 +832,7 @@ type idleReader struct {
 	idle time.Duration
 }
 
-func (r idleReader) Read(p []byte) (int, error) {
+func (r *idleReader) Read(p []byte) (int, error) {
 	_ = r.s.SetReadDeadline(time.Now().Add(r.idle))
 	return r.s.Read(p)
 }
@@ -794,7 +861,8 @@ func (n *Node) call(ctx context.Context, p peer.ID, proto protocol.ID, req []byt
 }
 
 // callParts is call for a request that is head then body, which it
-// writes without copying them together.
+// writes without copying them together. A protocol that has a pipe
+// version goes on a pipe instead of a new stream (callPipe).
 func (n *Node) callParts(ctx context.Context, p peer.ID, proto protocol.ID, head, body []byte) (resp []byte, wrote int, err error) {
 	if n.closed.Load() {
 		return nil, 0, errors.New("p2p: node closed")
@@ -802,6 +870,9 @@ func (n *Node) callParts(ctx context.Context, p peer.ID, proto protocol.ID, head
 	size := len(head) + len(body)
 	if size > n.cfg.MaxMessageBytes {
 		return nil, 0, fmt.Errorf("p2p: request of %d bytes exceeds cap %d", size, n.cfg.MaxMessageBytes)
+	}
+	if pipe, ok := n.pipeOf[proto]; ok {
+		return n.callPipe(ctx, p, proto, pipe, head, body)
 	}
 	s, err := n.h.NewStream(network.WithAllowLimitedConn(ctx, string(proto)), p, proto)
 	if err != nil {
