@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -283,8 +284,9 @@ func (o *Outbox) Append(to peer.ID, topic string, recs [][]byte, urgent bool) (l
 	}()
 	txn := o.n.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
+	prefix := queuePrefix(q)
 	for i, r := range recs {
-		k := recordKey(q, first+uint64(i))
+		k := binary.BigEndian.AppendUint64(slices.Clip(prefix), first+uint64(i))
 		err := txn.Set(k, r)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = txn.Commit(); err != nil {
@@ -320,7 +322,7 @@ func (o *Outbox) Drop(to peer.ID, topic string) error {
 	if err != nil {
 		return fmt.Errorf("p2p: drop outbox %s of %s: %w", topic, to, err)
 	}
-	return o.delete(keys)
+	return o.delete(q, keys)
 }
 
 // Peers lists the peers with records under topic.
@@ -498,7 +500,7 @@ func (o *Outbox) read(q queue, limit, budget int) ([]outboxEntry, error) {
 	return out, nil
 }
 
-func (o *Outbox) delete(keys [][]byte) error {
+func (o *Outbox) delete(q queue, keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -513,12 +515,8 @@ func (o *Outbox) delete(keys [][]byte) error {
 		return fmt.Errorf("p2p: delete outbox records: %w", err)
 	}
 	o.mu.Lock()
-	for _, k := range keys {
-		if q, _, ok := parseRecordKey(k); ok {
-			if o.count[q]--; o.count[q] <= 0 {
-				delete(o.count, q)
-			}
-		}
+	if o.count[q] -= len(keys); o.count[q] <= 0 {
+		delete(o.count, q)
 	}
 	o.mu.Unlock()
 	return nil
@@ -668,7 +666,7 @@ func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) err
 	for i, e := range entries[:used] {
 		keys[i] = e.key
 	}
-	if err := o.delete(keys); err != nil {
+	if err := o.delete(q, keys); err != nil {
 		return err
 	}
 	if t.Delivered != nil {

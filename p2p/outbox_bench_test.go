@@ -43,7 +43,7 @@ func BenchmarkOutboxDrain(b *testing.B) {
 				if err != nil || len(es) == 0 {
 					b.Fatal(err, len(es))
 				}
-				if err := o.delete([][]byte{es[0].key}); err != nil {
+				if err := o.delete(q, [][]byte{es[0].key}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -103,7 +103,7 @@ func TestOutboxFrontSkipsNothing(t *testing.T) {
 			seen[string(e.val)] = true
 			keys[i] = e.key
 		}
-		if err := o.delete(keys); err != nil {
+		if err := o.delete(q, keys); err != nil {
 			t.Fatal(err)
 		}
 		if finished && len(es) == 0 {

@@ -185,7 +185,7 @@ func (u *urlRouter) decodeURLEntries(p peer.ID, entries []outboxEntry) ([]urlEnt
 	}
 	if len(corrupt) > 0 {
 		u.log.Error("dropping undecodable outbox records", "peer", p, "count", len(corrupt))
-		if err := u.outbox.delete(corrupt); err != nil {
+		if err := u.outbox.delete(queue{TopicURLs, p}, corrupt); err != nil {
 			return nil, err
 		}
 	}
@@ -218,7 +218,7 @@ func (u *urlRouter) sendURLs(p peer.ID, entries []urlEntry) error {
 	if len(msg) > u.cfg.MaxMessageBytes-16 {
 		if len(entries) == 1 {
 			u.log.Error("dropping URL record larger than the message cap", "peer", p, "url", recs[0].URL)
-			return u.outbox.delete(keys)
+			return u.outbox.delete(queue{TopicURLs, p}, keys)
 		}
 		half := len(entries) / 2
 		if err := u.sendURLs(p, entries[:half]); err != nil {
@@ -249,7 +249,7 @@ func (u *urlRouter) sendURLs(p peer.ID, entries []urlEntry) error {
 	// forwarded first, so that an empty outbox never shows them uncounted.
 	u.st.batchesSent.Add(1)
 	u.st.urlsForwarded.Add(uint64(len(recs)))
-	return u.outbox.delete(keys)
+	return u.outbox.delete(queue{TopicURLs, p}, keys)
 }
 
 // reroute moves the records of a departed peer to the owners by the
@@ -292,7 +292,7 @@ func (u *urlRouter) reroute(from peer.ID, entries []outboxEntry) error {
 		keys[i] = e.key
 	}
 	u.log.Info("re-routed outbox of departed member", "peer", from, "records", len(decoded))
-	return u.outbox.delete(keys)
+	return u.outbox.delete(queue{TopicURLs, from}, keys)
 }
 
 // handleURLs receives a batch: records this node owns go to the handler,
