@@ -708,7 +708,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 	return func(s network.Stream) {
 		from := s.Conn().RemotePeer()
 		urls := s.Protocol() == n.protoURLs || s.Protocol() == n.pipeOf[n.protoURLs]
-		if !n.refuseNonMember(s, from) {
+		if !n.admitMember(s, from) {
 			return
 		}
 		if !n.limits.acquireStream(from) {
@@ -733,7 +733,7 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 					return
 				}
 				r.idle = n.cfg.StreamIdleTimeout
-				if !n.refuseNonMember(s, from) {
+				if !n.admitMember(s, from) {
 					return
 				}
 			}
@@ -748,10 +748,10 @@ func (n *Node) streamHandler(handle func(ctx context.Context, from peer.ID, msg 
 	}
 }
 
-// refuseNonMember resets s unless from is a member, and reports whether
-// it is. It refuses before a frame is read or any per-peer state is
-// made: an honest peer not admitted yet retries, a stranger gets nothing.
-func (n *Node) refuseNonMember(s network.Stream, from peer.ID) bool {
+// admitMember reports whether from is a member and resets s when it is
+// not, before a frame is read or any per-peer state is made: an honest
+// peer not admitted yet retries, a stranger gets nothing.
+func (n *Node) admitMember(s network.Stream, from peer.ID) bool {
 	if n.mem.isMember(from) {
 		return true
 	}

@@ -892,7 +892,7 @@ func coordination(t map[string]TrafficCount, pages int) SimCoordinator {
 		if name == classPubsub {
 			c.Messages += tc.Writes
 		} else {
-			c.Messages += tc.Streams
+			c.Messages += tc.Messages
 		}
 	}
 	if pages > 0 {

@@ -59,6 +59,12 @@ func TestSimSmallNetwork(t *testing.T) {
 	if s.Coordination.ByProtocol[classURLs].Bytes == 0 || s.Coordination.ByProtocol[classPubsub].Bytes == 0 {
 		t.Errorf("no URL or membership traffic counted: %+v", s.Coordination.ByProtocol)
 	}
+	for _, class := range []string{classURLs, classDeliver} {
+		// On pipes a stream carries many messages.
+		if c := s.Coordination.ByProtocol[class]; c.Messages == 0 || c.Messages < c.Streams {
+			t.Errorf("%s: %+v, want messages counted, at least one per stream end", class, c)
+		}
+	}
 	if s.Coordination.BytesPerPage <= 0 || s.OwnerLookup.URLsForwarded == 0 || s.OwnerLookup.MeanHops < 1 {
 		t.Errorf("coordination %+v, owner lookup %+v", s.Coordination, s.OwnerLookup)
 	}

@@ -20,7 +20,7 @@ const (
 	classURLs    = "urls"    // URL forwarding (/sou/<net>/urls)
 	classSearch  = "search"  // shard requests and answers (/sou/<net>/search)
 	classDeliver = "deliver" // handoff, replication, manifests (/sou/<net>/deliver)
-	classClaim   = "claim"   // near-duplicate claims (/sou/<net>/claim)
+	classClaim   = "claim"   // content claims, routed and in batches (/sou/<net>/claim, /claims)
 	classPubsub  = "pubsub"  // membership heartbeats (gossipsub)
 	classDHT     = "dht"     // Kademlia
 	classOther   = "other"
@@ -30,14 +30,16 @@ var trafficClasses = []string{classURLs, classSearch, classDeliver, classClaim, 
 
 func classOf(p protocol.ID) string {
 	s := string(p)
+	// Every version: URL batches, deliveries and claim batches have a
+	// pipe version (p2p.PipeProtocolIDs) beside the one-request one.
 	switch {
-	case strings.HasSuffix(s, "/urls/1.0.0"):
+	case strings.Contains(s, "/urls/"):
 		return classURLs
-	case strings.HasSuffix(s, "/search/1.0.0"):
+	case strings.Contains(s, "/search/"):
 		return classSearch
-	case strings.HasSuffix(s, "/deliver/1.0.0"):
+	case strings.Contains(s, "/deliver/"):
 		return classDeliver
-	case strings.Contains(s, "/claim/"):
+	case strings.Contains(s, "/claim/"), strings.Contains(s, "/claims/"):
 		return classClaim
 	case strings.Contains(s, "meshsub"), strings.Contains(s, "floodsub"):
 		return classPubsub
@@ -47,19 +49,22 @@ func classOf(p protocol.ID) string {
 	return classOther
 }
 
-// trafficCounter counts, for one class, the streams opened and the writes
-// and bytes written on them, at the application's side of the stream
-// (libp2p framing below the stream — yamux, noise, TCP/IP — is not
-// counted; mocknet has none).
+// trafficCounter counts, for one class, the streams opened, the messages
+// (runs of writes on a stream end between reads: one request or one
+// response, on a stream of its own or on a pipe) and the writes and bytes
+// written on them, at the application's side of the stream (libp2p
+// framing below the stream — yamux, noise, TCP/IP — is not counted;
+// mocknet has none).
 type trafficCounter struct {
-	streams, writes, bytes, lossDelays atomic.Uint64
+	streams, messages, writes, bytes, lossDelays atomic.Uint64
 }
 
 // TrafficCount is one class's totals.
 type TrafficCount struct {
-	Streams uint64 `json:"streams"`
-	Writes  uint64 `json:"writes"`
-	Bytes   uint64 `json:"bytes"`
+	Streams  uint64 `json:"streams"`
+	Messages uint64 `json:"messages"`
+	Writes   uint64 `json:"writes"`
+	Bytes    uint64 `json:"bytes"`
 	// LossDelays is how many writes were held back one retransmission
 	// timeout by the emulated packet loss.
 	LossDelays uint64 `json:"loss_delays"`
@@ -87,7 +92,7 @@ func newTraffic(loss float64, latency func(a, b peer.ID) time.Duration, done <-c
 func (t *traffic) snapshot() map[string]TrafficCount {
 	out := map[string]TrafficCount{}
 	for name, c := range t.counters {
-		out[name] = TrafficCount{Streams: c.streams.Load(), Writes: c.writes.Load(), Bytes: c.bytes.Load(), LossDelays: c.lossDelays.Load()}
+		out[name] = TrafficCount{Streams: c.streams.Load(), Messages: c.messages.Load(), Writes: c.writes.Load(), Bytes: c.bytes.Load(), LossDelays: c.lossDelays.Load()}
 	}
 	return out
 }
@@ -164,6 +169,9 @@ type simStream struct {
 	// broke, or the simulation ended).
 	failed, flushed chan struct{}
 	err             error
+	// readSinceWrite: the stream end read something since its last write,
+	// so its next write begins a new message.
+	readSinceWrite atomic.Bool
 }
 
 type queuedWrite struct {
@@ -176,10 +184,21 @@ const (
 	simWindow       = 64
 )
 
+// Read marks that the next write begins a new message.
+func (s *simStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	if n > 0 {
+		s.readSinceWrite.Store(true)
+	}
+	return n, err
+}
+
 // start sets the stream end up at its first write; s.mu is held.
 func (s *simStream) start() {
 	s.counter = s.t.counters[classOf(s.Stream.Protocol())]
 	s.counter.streams.Add(1)
+	s.counter.messages.Add(1)
+	s.readSinceWrite.Store(false)
 	if c := s.Conn(); c != nil {
 		s.latency = s.t.latency(s.local, c.RemotePeer())
 	}
@@ -222,6 +241,8 @@ func (s *simStream) Write(p []byte) (int, error) {
 	}
 	if s.queue == nil {
 		s.start()
+	} else if s.readSinceWrite.Swap(false) {
+		s.counter.messages.Add(1)
 	}
 	due := time.Now().Add(s.latency)
 	if s.t.loss > 0 {

@@ -110,3 +110,72 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSimStreamCountsMessages: a message is a run of writes on a stream
+// end between reads, so three exchanges on one long-lived stream (a
+// pipe) count six messages, as three streams of one exchange each would.
+func TestSimStreamCountsMessages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mn := mocknet.New()
+	defer mn.Close()
+	a, err := genSimPeer(mn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := genSimPeer(mn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(a.ID(), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	tr := newTraffic(0, func(peer.ID, peer.ID) time.Duration { return time.Millisecond }, done)
+	ha, hb := &simHost{Host: a, t: tr}, &simHost{Host: b, t: tr}
+	hb.SetStreamHandler("/test/pipe", func(s network.Stream) {
+		buf := make([]byte, 4)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				_ = s.Close()
+				return
+			}
+			// A response in two writes is one message.
+			if _, err := s.Write(buf[:2]); err != nil {
+				return
+			}
+			if _, err := s.Write(buf[2:]); err != nil {
+				return
+			}
+		}
+	})
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ha.NewStream(ctx, b.ID(), "/test/pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exchanges = 3
+	for i := range exchanges {
+		req := []byte{byte(i), 1, 2, 3}
+		for _, part := range [][]byte{req[:1], req[1:]} {
+			if _, err := s.Write(part); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp := make([]byte, 4)
+		if _, err := io.ReadFull(s, resp); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(resp, req) {
+			t.Fatalf("exchange %d: response %v, want %v", i, resp, req)
+		}
+	}
+	_ = s.Close()
+	got := tr.snapshot()[classOther]
+	if got.Streams != 2 || got.Messages != 2*exchanges || got.Writes != 4*exchanges {
+		t.Fatalf("counted %+v, want 2 stream ends, %d messages, %d writes", got, 2*exchanges, 4*exchanges)
+	}
+}

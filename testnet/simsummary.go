@@ -22,7 +22,7 @@ func PrintSimSummary(w io.Writer, s *SimSection) {
 	fmt.Fprintf(w, "         coordination %.1f messages and %.0f bytes per page (%d messages, %d bytes); %d membership messages dropped by gossipsub\n", c.MessagesPerPage, c.BytesPerPage, c.Messages, c.Bytes, c.GossipDrops)
 	for _, name := range trafficClasses {
 		if t, ok := c.ByProtocol[name]; ok && t.Bytes > 0 {
-			fmt.Fprintf(w, "           %-8s %8d streams %9d writes %12d bytes\n", name, t.Streams, t.Writes, t.Bytes)
+			fmt.Fprintf(w, "           %-8s %8d streams %8d messages %9d writes %12d bytes\n", name, t.Streams, t.Messages, t.Writes, t.Bytes)
 		}
 	}
 	o := s.OwnerLookup
