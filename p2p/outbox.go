@@ -500,6 +500,8 @@ func (o *Outbox) read(q queue, limit, budget int) ([]outboxEntry, error) {
 	return out, nil
 }
 
+// delete removes the records under keys, all of them q's, and takes them
+// off q's count.
 func (o *Outbox) delete(q queue, keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
