@@ -34,33 +34,14 @@ func TestSimStreamDeliversInOrderAcrossIdlePumps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			mn := mocknet.New()
-			defer mn.Close()
-			a, err := genSimPeer(mn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := genSimPeer(mn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := mn.LinkPeers(a.ID(), b.ID()); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			defer close(done)
-			tr := newTraffic(0, func(peer.ID, peer.ID) time.Duration { return tc.latency }, done)
-			ha, hb := &simHost{Host: a, t: tr}, &simHost{Host: b, t: tr}
+			ha, hb, _ := linkedSimHosts(t, tc.latency)
 			got := make(chan []byte, 1)
 			hb.SetStreamHandler("/test/1", func(s network.Stream) {
 				data, _ := io.ReadAll(s)
 				got <- data
 				_ = s.Close()
 			})
-			if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
-				t.Fatal(err)
-			}
-			s, err := ha.NewStream(ctx, b.ID(), "/test/1")
+			s, err := ha.NewStream(ctx, hb.ID(), "/test/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,23 +98,7 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 func TestSimStreamCountsMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	mn := mocknet.New()
-	defer mn.Close()
-	a, err := genSimPeer(mn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := genSimPeer(mn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(a.ID(), b.ID()); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	tr := newTraffic(0, func(peer.ID, peer.ID) time.Duration { return time.Millisecond }, done)
-	ha, hb := &simHost{Host: a, t: tr}, &simHost{Host: b, t: tr}
+	ha, hb, tr := linkedSimHosts(t, time.Millisecond)
 	hb.SetStreamHandler("/test/pipe", func(s network.Stream) {
 		buf := make([]byte, 4)
 		for {
@@ -150,10 +115,7 @@ func TestSimStreamCountsMessages(t *testing.T) {
 			}
 		}
 	})
-	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := ha.NewStream(ctx, b.ID(), "/test/pipe")
+	s, err := ha.NewStream(ctx, hb.ID(), "/test/pipe")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +140,33 @@ func TestSimStreamCountsMessages(t *testing.T) {
 	if got.Streams != 2 || got.Messages != 2*exchanges || got.Writes != 4*exchanges {
 		t.Fatalf("counted %+v, want 2 stream ends, %d messages, %d writes", got, 2*exchanges, 4*exchanges)
 	}
+}
+
+// linkedSimHosts is two simulator hosts on one mocknet, linked with the
+// given one-way latency and connected, and their traffic tally; all
+// closed when the test ends.
+func linkedSimHosts(t *testing.T, latency time.Duration) (a, b *simHost, tr *traffic) {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	ha, err := genSimPeer(mn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := genSimPeer(mn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(ha.ID(), hb.ID()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	tr = newTraffic(0, func(peer.ID, peer.ID) time.Duration { return latency }, done)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ha.Connect(ctx, peer.AddrInfo{ID: hb.ID(), Addrs: hb.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return &simHost{Host: ha, t: tr}, &simHost{Host: hb, t: tr}, tr
 }
