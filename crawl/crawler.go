@@ -497,6 +497,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 		wg.Go(func() { c.processLoop(ctx) })
 	}
 	wg.Go(func() { c.replayProcessing(ctx, leftover) })
+	wg.Go(func() { c.settleLoop(ctx) })
 	if c.cfg.Recrawl.Enabled {
 		wg.Go(func() { c.recrawlLoop(ctx) })
 	}

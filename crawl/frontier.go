@@ -148,6 +148,9 @@ type frontier struct {
 	bloom  *bloomFilter
 
 	stripes [256]sync.Mutex
+	// done holds per stripe the fetched URLs read lately and the cash
+	// credited to them since (donecash.go); guarded by stripes[i].
+	done [256]map[urlHash]*doneEntry
 	// queueFrom holds per host a queue key at or below the host's first
 	// live queue entry; reading the head seeks there instead of rewinding
 	// to the queue prefix. Why: a fetched entry is deleted at the front of
@@ -194,10 +197,11 @@ func newFrontier(db *badger.DB, cfg PolitenessConfig, budget int, clock Clock, b
 }
 
 func (f *frontier) close() error {
+	settled := f.settleAll()
 	if err := f.seq.Release(); err != nil {
-		return fmt.Errorf("release frontier sequence: %w", err)
+		return errors.Join(settled, fmt.Errorf("release frontier sequence: %w", err))
 	}
-	return nil
+	return settled
 }
 
 // load rebuilds the in-memory state from Badger: host records, queue counts
@@ -625,14 +629,25 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 	var newHashes []urlHash
 	inBatch := map[urlHash]bool{} // the Bloom filter learns of this batch only after commit
 	var newKeys []addedKey
+	var credits []doneCredit  // cash for fetched URLs, credited in memory
+	var learned []doneCredit  // URLs read to be fetched, their cash written
+	var requeued []doneCredit // fetched URLs queued again, their credited cash folded in
 	err := f.db.Update(func(txn *badger.Txn) error {
 		res = addResult{}
 		clear(deltas)
 		clear(inBatch)
 		newKeys = newKeys[:0]
 		newHashes = newHashes[:0]
+		credits, learned, requeued = credits[:0], learned[:0], requeued[:0]
 		for _, it := range items {
 			h := hashURL(it.url)
+			if !it.recrawl && f.doneKnown(it.host, h) {
+				res.Known++
+				if it.cash > 0 {
+					credits = append(credits, doneCredit{it.host, h, it.cash})
+				}
+				continue
+			}
 			sk := seenKey(it.host, h)
 			var rec *seenRecord
 			if f.bloom == nil || it.recrawl || inBatch[h] || f.bloom.mayContain(h) {
@@ -664,6 +679,10 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 				rec.State = stateQueued
 				rec.Attempts = 0
 				rec.NextFetch = 0
+				pending := f.peekDone(it.host, h)
+				rec.Cash += pending
+				rec.History += pending
+				requeued = append(requeued, doneCredit{host: it.host, hash: h})
 			case rec.State == stateQueued:
 				res.Known++
 				if it.base != "" && rec.Base == "" {
@@ -681,8 +700,9 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 				rec.Cash += max(it.cash, 0)
 				rec.History += max(it.cash, 0)
 				rec.Depth = min(rec.Depth, it.depth)
-			default: // fetched: the cash waits for the next visit
+			default: // fetched: the cash waits for the next visit; from the next link on, in memory (donecash.go)
 				res.Known++
+				learned = append(learned, doneCredit{host: it.host, hash: h})
 				if it.cash <= 0 {
 					continue
 				}
@@ -733,6 +753,11 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 	for _, k := range newKeys {
 		f.lowerQueueMark(k.host, k.key)
 	}
+	for _, r := range requeued {
+		f.takeDone(r.host, r.hash)
+	}
+	f.rememberDone(learned)
+	f.creditDone(credits)
 	if f.bloom != nil {
 		for _, h := range newHashes {
 			f.bloom.add(h)

@@ -41,6 +41,9 @@ const maxImportedWait = time.Hour
 // over with the rest.
 func (c *Crawler) ExportHost(ctx context.Context, host string) (*HostExport, error) {
 	e := &HostExport{Host: host}
+	if err := c.front.settleHost(host); err != nil {
+		return nil, fmt.Errorf("export host %s: %w", host, err)
+	}
 	err := c.db.View(func(txn *badger.Txn) error {
 		if item, err := txn.Get(hostKey(host)); err == nil {
 			if e.State, err = item.ValueCopy(nil); err != nil {
@@ -341,6 +344,7 @@ func (c *Crawler) DropHost(ctx context.Context, host string) error {
 // that no add interleaves, then forgets the host in memory.
 func (f *frontier) dropKeys(ctx context.Context, host string) error {
 	defer f.lockHosts(host)()
+	f.forgetDone(host)
 	var keys [][]byte
 	err := f.db.View(func(txn *badger.Txn) error {
 		for _, p := range [][]byte{queuePrefix(host), seenPrefix(host)} {
