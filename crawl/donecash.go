@@ -76,17 +76,17 @@ func (f *frontier) rememberDone(urls []doneCredit) {
 // stripes of the credits' hosts.
 func (f *frontier) creditDone(credits []doneCredit) {
 	for _, c := range credits {
-		if e := f.doneEntry(c.host, c.hash); e != nil {
-			e.pending += max(c.cash, 0)
-			e.used = true
-		}
+		e := f.doneEntry(c.host, c.hash)
+		e.pending += max(c.cash, 0)
+		e.used = true
 	}
 }
 
 // doneEntry returns h's entry, creating it, and making room first when
 // the stripe is full: settle, then forget the entries not credited since
 // the stripe last filled (all of them if that frees too little). A settle
-// that fails forgets nothing, and the entry is not created (nil).
+// that fails forgets nothing: the stripe stays over its bound, and the
+// next entry created tries again.
 func (f *frontier) doneEntry(host string, h urlHash) *doneEntry {
 	s := stripeOf(host)
 	m := f.done[s]
@@ -97,10 +97,7 @@ func (f *frontier) doneEntry(host string, h urlHash) *doneEntry {
 	if e := m[h]; e != nil {
 		return e
 	}
-	if len(m) >= donePerStripe {
-		if f.settleStripe(s) != nil {
-			return nil
-		}
+	if len(m) >= donePerStripe && f.settleStripe(s) == nil {
 		for k, e := range m {
 			if e.used {
 				e.used = false
