@@ -114,16 +114,10 @@ func (f *frontier) doneEntry(host string, h urlHash) *doneEntry {
 	return e
 }
 
-// takeDone removes h's entry and returns its pending cash. Callers hold
-// host's stripe lock.
-func (f *frontier) takeDone(host string, h urlHash) float64 {
-	m := f.done[stripeOf(host)]
-	e := m[h]
-	if e == nil {
-		return 0
-	}
-	delete(m, h)
-	return e.pending
+// dropDone forgets h, whose pending cash went into its record. Callers
+// hold host's stripe lock.
+func (f *frontier) dropDone(host string, h urlHash) {
+	delete(f.done[stripeOf(host)], h)
 }
 
 // peekDone returns h's pending cash without removing its entry. Callers

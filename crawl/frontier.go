@@ -754,7 +754,7 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 		f.lowerQueueMark(k.host, k.key)
 	}
 	for _, r := range requeued {
-		f.takeDone(r.host, r.hash)
+		f.dropDone(r.host, r.hash)
 	}
 	f.rememberDone(learned)
 	f.creditDone(credits)
