@@ -183,17 +183,8 @@ func BenchmarkLinksToFetched(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for {
-		q, err := f.head(b.Context(), "docs.test")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if q == nil {
-			break
-		}
-		if err := f.finish(q, nil, nil); err != nil {
-			b.Fatal(err)
-		}
+	if got := len(takeAll(b, f, "docs.test")); got != fetched {
+		b.Fatalf("fetched %d URLs, want %d", got, fetched)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -79,7 +79,7 @@ func engFrontier(t testing.TB, db *badger.DB, cfg PolitenessConfig, clock Clock)
 func fastPoliteness() PolitenessConfig { return FastConfig().Politeness }
 
 // takeAll drains one host's queue in crawl order.
-func takeAll(t *testing.T, f *frontier, host string) []string {
+func takeAll(t testing.TB, f *frontier, host string) []string {
 	t.Helper()
 	var got []string
 	for {
