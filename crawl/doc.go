@@ -118,7 +118,9 @@
 // A timeout also buys the server at least as much rest as it made us wait,
 // so that its still-running handler never overlaps our next request.
 // The optional Sink method MayFetch(host) pauses a host (ownership moving):
-// its slot is released unused and asked again after 500 ms. The optional
+// its slot is released unused and asked again after 500 ms, a pause kept
+// in memory: the host record, which holds what a restart owes the host,
+// is saved after a slot only when the slot changed it. The optional
 // FetchedSink and SitemapSink hear of URLs settled without a page and of
 // every sitemap read with the URLs it listed, so a node can tell its
 // replicas; QueueSink keeps the owned links of a redirect or a script

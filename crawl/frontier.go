@@ -424,7 +424,14 @@ func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, re
 	defer f.mu.Unlock()
 	f.cfg.release(h, now, o, resp, retryAfter)
 	h.gated = o == outcomeGated
-	if t := now.Add(minWait).UnixNano(); minWait > 0 && t > h.rec.NextAllowed {
+	h.gatedUntil = 0
+	switch t := now.Add(minWait).UnixNano(); {
+	case h.gated:
+		// No request was made: the pause is how soon to ask the gate
+		// again, not politeness owed to the host, so it stays out of the
+		// record, and a slot gated again changes nothing to save.
+		h.gatedUntil = t
+	case minWait > 0 && t > h.rec.NextAllowed:
 		h.rec.NextAllowed = t
 	}
 	if ok {
@@ -855,7 +862,27 @@ func (f *frontier) retry(q *queued, outcome string) error {
 	return nil
 }
 
-// saveHost persists h's record (after release changed it).
+// hostRecordOf returns h's record as saveHost encodes it.
+func (f *frontier) hostRecordOf(h *hostState) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return h.rec.encode()
+}
+
+// saveHostChanged persists h's record unless it is still before (from
+// hostRecordOf at the start of a slot): a slot that made no request
+// changes nothing (most are of hosts the Sink's gate holds back while
+// their takeover runs, asked again every half second), and each save is
+// a transaction of its own. A record changed meanwhile by another path
+// was saved by it.
+func (f *frontier) saveHostChanged(h *hostState, before []byte) error {
+	if bytes.Equal(f.hostRecordOf(h), before) {
+		return nil
+	}
+	return f.saveHost(h)
+}
+
+// saveHost persists h's record.
 func (f *frontier) saveHost(h *hostState) error {
 	f.mu.Lock()
 	rec := h.rec

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -466,5 +467,106 @@ func BenchmarkFrontierFetchOrder(b *testing.B) {
 		if _, _, ok := f.readHead("a"); !ok {
 			b.Fatal("queue empty too early")
 		}
+	}
+}
+
+// TestSaveHostChanged: a slot that leaves its host's record as it found it
+// (nothing queued could be fetched) writes nothing; one that changed it
+// writes the record as it is now.
+func TestSaveHostChanged(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(r *hostRecord)
+		writes bool
+	}{
+		{"unchanged", func(*hostRecord) {}, false},
+		{"changed", func(r *hostRecord) { r.NextAllowed += int64(time.Second) }, true},
+		{"sitemap read", func(r *hostRecord) { r.SitemapsRead = append(r.SitemapsRead, "http://a/sitemap.xml") }, true},
+		{"changed and back", func(r *hostRecord) { r.Fetched++; r.Fetched-- }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := engOpenDB(t, t.TempDir())
+			t.Cleanup(func() { _ = db.Close() })
+			f := engFrontier(t, db, fastPoliteness(), newFakeClock())
+			if _, err := f.add([]addItem{{url: "http://a/", host: "a"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			h := f.hosts["a"]
+			h.rec.Fetched = 3
+			if err := f.saveHost(h); err != nil {
+				t.Fatal(err)
+			}
+			stored := func() (uint64, hostRecord) {
+				t.Helper()
+				var v uint64
+				var rec hostRecord
+				err := db.View(func(txn *badger.Txn) error {
+					item, err := txn.Get(hostKey("a"))
+					if err != nil {
+						return err
+					}
+					v = item.Version()
+					return item.Value(func(b []byte) error { rec, err = decodeHostRecord(b); return err })
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v, rec
+			}
+			v0, _ := stored()
+			before := f.hostRecordOf(h)
+			f.mu.Lock()
+			tc.change(&h.rec)
+			f.mu.Unlock()
+			if err := f.saveHostChanged(h, before); err != nil {
+				t.Fatal(err)
+			}
+			v1, rec := stored()
+			if wrote := v1 != v0; wrote != tc.writes {
+				t.Fatalf("record written = %v, want %v", wrote, tc.writes)
+			}
+			if !bytes.Equal(rec.encode(), f.hostRecordOf(h)) {
+				t.Errorf("stored %+v, in memory %+v", rec, h.rec)
+			}
+		})
+	}
+}
+
+// TestGatedSlotLeavesRecord: a slot the Sink's gate refused waits its
+// pause in memory; the host's record, which a restart reads, is left as
+// it was, so there is nothing to save. The next slot with a request
+// drops the pause.
+func TestGatedSlotLeavesRecord(t *testing.T) {
+	db := engOpenDB(t, t.TempDir())
+	t.Cleanup(func() { _ = db.Close() })
+	clock := newFakeClock()
+	f := engFrontier(t, db, fastPoliteness(), clock)
+	if _, err := f.add([]addItem{{url: "http://a/", host: "a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	h, _ := f.next(now)
+	if h == nil {
+		t.Fatal("host a not due")
+	}
+	before := f.hostRecordOf(h)
+	f.release(h, now, outcomeGated, 0, 0, 500*time.Millisecond)
+	if got := f.hostRecordOf(h); !bytes.Equal(got, before) {
+		t.Errorf("gated slot changed the record: %s, was %s", got, before)
+	}
+	if got, want := h.readyAt(), now.Add(500*time.Millisecond); !got.Equal(want) {
+		t.Errorf("gated host ready at %v, want %v", got, want)
+	}
+	if h2, _ := f.next(now.Add(499 * time.Millisecond)); h2 != nil {
+		t.Errorf("gated host %s due before its pause ended", h2.key)
+	}
+	later := now.Add(time.Second)
+	if h, _ = f.next(later); h == nil {
+		t.Fatal("gated host not due after its pause")
+	}
+	f.release(h, later, outcomeOK, time.Millisecond, 0, 0)
+	if h.gatedUntil != 0 {
+		t.Errorf("a slot with a request left the gate's pause: %d", h.gatedUntil)
 	}
 }

@@ -129,13 +129,11 @@ type hostState struct {
 	sitemapBudget int      // sitemaps accepted so far (MaxSitemapsPerHost)
 	skip          bool     // Crawl-delay past the cap with CrawlDelaySkip
 	gated         bool     // the last slot found Sink's MayFetch false
+	gatedUntil    int64    // unix nanos: when a gated host asks the gate again
 }
 
 func (h *hostState) readyAt() time.Time {
-	n := h.rec.NextAllowed
-	if h.rec.ParkedUntil > n {
-		n = h.rec.ParkedUntil
-	}
+	n := max(h.rec.NextAllowed, h.rec.ParkedUntil, h.gatedUntil)
 	return time.Unix(0, n)
 }
 

@@ -57,6 +57,7 @@ func (c *Crawler) fetchLoop(ctx context.Context) {
 			}
 			continue
 		}
+		before := c.front.hostRecordOf(h)
 		r := c.slot(ctx, h)
 		if r.handed {
 			c.credits.observeFetch(r.ready.Sub(took), true)
@@ -66,7 +67,7 @@ func (c *Crawler) fetchLoop(ctx context.Context) {
 		}
 		now := c.clock.Now()
 		c.front.release(h, now, r.outcome, r.resp, r.retryAfter, r.minWait)
-		if err := c.front.saveHost(h); err != nil {
+		if err := c.front.saveHostChanged(h, before); err != nil {
 			c.log.Error("save host state", "host", h.key, "err", err)
 		}
 	}

@@ -46,6 +46,8 @@ type hostData struct {
 	// indexing serializes indexing held pages: a takeover and
 	// indexOwned would otherwise both analyse a host's pages.
 	indexing sync.Mutex
+	// kept holds the URLs keepQueued wrote and replicated (keptqueued.go).
+	kept keptQueued
 }
 
 const (
@@ -448,6 +450,10 @@ func (s *hostData) forget(ctx context.Context, host string) error {
 			return fmt.Errorf("delete handed-off page %s: %w", u, err)
 		}
 	}
+	// Before, so that no keepQueued that wrote a key the deletion may
+	// remove marks it kept; after, so that none that began in between does.
+	s.kept.reset()
+	defer s.kept.reset()
 	return s.deleteHostKeys(prefixQueued, host)
 }
 

@@ -116,8 +116,11 @@ func (d *peerData) receiveURLs(ctx context.Context, _ peer.ID, recs []p2p.URLRec
 // queue them again and carry a trap on where this node stopped it. It
 // returns once the replicas placement waits for hold them (as Store does
 // for a page): the sender of a URL forgets it once this node acknowledges
-// it, and a URL known only here is lost with this node.
+// it, and a URL known only here is lost with this node. A URL it kept
+// before is left out (keptQueued): a page not indexed keeps its links,
+// and a mirror's copies link to the navigation kept already.
 func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
+	urls, hashes, gen := d.data.kept.fresh(urls)
 	var queued []peermsg.Fetched
 	byHost := map[string][][]byte{}
 	for _, u := range urls {
@@ -132,7 +135,11 @@ func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
 	if err := d.data.keep(nil, nil, queued, nil); err != nil {
 		return err
 	}
-	return d.place.replicateWaiting(ctx, byHost)
+	if err := d.place.replicateWaiting(ctx, byHost); err != nil {
+		return err
+	}
+	d.data.kept.mark(hashes, gen)
+	return nil
 }
 
 // addAnchors indexes anchor texts (URL -> texts) and replicates them, so

@@ -269,4 +269,49 @@ func TestQueuedURLsHeldByReplicaOnReturn(t *testing.T) {
 			}
 		})
 	}
+
+	// A URL kept before is neither written nor replicated again (a
+	// mirror's pages link to the same navigation as the pages they copy);
+	// once a forget deleted the host's queued keys, it is kept anew.
+	u := "http://" + host + "/kept-once.html"
+	keep := func() {
+		t.Helper()
+		page := &crawl.Page{URL: "http://" + host + "/copy.html", Host: host, Links: []crawl.Link{{URL: u}}}
+		if err := (&sink{n: owner}).storeUnindexed(ctx, page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func(n *Node) uint64 {
+		t.Helper()
+		var v uint64
+		err := n.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(hostKey(prefixQueued, host, u))
+			if err == nil {
+				v = item.Version()
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: queued key of %s: %v", n.net.ID(), u, err)
+		}
+		return v
+	}
+	keep()
+	ownerV, replicaV := version(owner), version(replica)
+	keep()
+	if v := version(owner); v != ownerV {
+		t.Errorf("owner wrote the queued key of %s again: version %d, then %d", u, ownerV, v)
+	}
+	if v := version(replica); v != replicaV {
+		t.Errorf("replica was sent the queued key of %s again: version %d, then %d", u, replicaV, v)
+	}
+	if err := owner.data.forget(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	keep()
+	if held, err := owner.data.hostKeys(prefixQueued, host); err != nil {
+		t.Fatal(err)
+	} else if !slices.Contains(held, u) {
+		t.Errorf("after forgetting %s, keeping %s again left %v: the URL was taken for kept", host, u, held)
+	}
 }
