@@ -212,13 +212,10 @@ const settleInterval = 10 * time.Second
 // settleLoop settles every settleInterval until ctx ends, and once more
 // then.
 func (c *Crawler) settleLoop(ctx context.Context) {
-	for {
+	for done := false; !done; {
 		select {
 		case <-ctx.Done():
-			if err := c.front.settleAll(); err != nil {
-				c.log.Error("settle cash of fetched URLs", "err", err)
-			}
-			return
+			done = true
 		case <-c.clock.After(settleInterval):
 		}
 		if err := c.front.settleAll(); err != nil {

@@ -862,12 +862,15 @@ func (f *frontier) retry(q *queued, outcome string) error {
 	return nil
 }
 
-// hostRecordOf returns h's record as saveHost encodes it.
+// hostRecordOf returns h's record as saveHost writes it.
 func (f *frontier) hostRecordOf(h *hostState) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return h.rec.encode()
 }
+
+// saveHost persists h's record.
+func (f *frontier) saveHost(h *hostState) error { return f.saveHostChanged(h, nil) }
 
 // saveHostChanged persists h's record unless it is still before (from
 // hostRecordOf at the start of a slot): a slot that made no request
@@ -876,22 +879,13 @@ func (f *frontier) hostRecordOf(h *hostState) []byte {
 // a transaction of its own. A record changed meanwhile by another path
 // was saved by it.
 func (f *frontier) saveHostChanged(h *hostState, before []byte) error {
-	if bytes.Equal(f.hostRecordOf(h), before) {
-		return nil
-	}
-	return f.saveHost(h)
-}
-
-// saveHost persists h's record.
-func (f *frontier) saveHost(h *hostState) error {
 	f.mu.Lock()
-	rec := h.rec
-	dropped := h.dropped
+	v, dropped := h.rec.encode(), h.dropped
 	f.mu.Unlock()
-	if dropped {
+	if dropped || bytes.Equal(v, before) {
 		return nil
 	}
-	if err := f.db.Update(func(txn *badger.Txn) error { return txn.Set(hostKey(h.key), rec.encode()) }); err != nil {
+	if err := f.db.Update(func(txn *badger.Txn) error { return txn.Set(hostKey(h.key), v) }); err != nil {
 		return fmt.Errorf("save host %s: %w", h.key, err)
 	}
 	return nil
