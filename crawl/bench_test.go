@@ -201,7 +201,50 @@ func BenchmarkLinksToFetched(b *testing.B) {
 			b.Fatal(err)
 		}
 		if i%500 == 499 {
-			if err := f.settleAll(); err != nil {
+			if err := f.settleAll(false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkLinksToQueued is BenchmarkLinksToFetched early in a site's
+// crawl: the host's 20,000 URLs are queued, not fetched, so that every
+// link adds cash to a queued URL and may move it up its queue. Queued
+// URLs are settled every 500 pages (Run settles them every two seconds).
+func BenchmarkLinksToQueued(b *testing.B) {
+	db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil).WithMemTableSize(4 << 20).WithValueThreshold(1 << 10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	f := engFrontier(b, db, fastPoliteness(), newFakeClock())
+	const queued = 20_000
+	for start := 0; start < queued; start += 500 {
+		var items []addItem
+		for i := start; i < start+500; i++ {
+			items = append(items, addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", i), host: "docs.test", cash: 0.01, depth: 3})
+		}
+		if _, err := f.add(items, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		links := make([]addItem, 40)
+		for j := range links {
+			n := j
+			if j >= 30 {
+				n = (i*10 + j*7919) % queued
+			}
+			links[j] = addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", n), host: "docs.test", cash: 0.025, depth: 2}
+		}
+		if _, err := f.add(links, nil); err != nil {
+			b.Fatal(err)
+		}
+		if i%500 == 499 {
+			if err := f.settleAll(true); err != nil {
 				b.Fatal(err)
 			}
 		}

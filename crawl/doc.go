@@ -32,9 +32,11 @@
 // half and an external script nothing (read once, it would keep the cash
 // of every later includer); a redirect passes all its cash to its target.
 // Cash for a queued URL moves it up its queue; cash for a fetched URL is
-// kept for its next visit, credited in memory and written to its seen
-// record in batches (donecash.go), since most links of a site point at
-// pages fetched long before. Cash to foreign hosts travels with the
+// kept for its next visit. Both are credited in memory and written to the
+// seen record in batches (linkcash.go), since most links of a site point
+// at pages seen before: a queued URL moves once per settle, every few
+// seconds, for all the links it got meanwhile, and its fetch takes what
+// it got since. Cash to foreign hosts travels with the
 // Discovered links given to Sink.Forward. Page.Cash is the total received.
 //
 // # External scripts

@@ -148,9 +148,9 @@ type frontier struct {
 	bloom  *bloomFilter
 
 	stripes [256]sync.Mutex
-	// done holds per stripe the fetched URLs read lately and the cash
-	// credited to them since (donecash.go); guarded by stripes[i].
-	done [256]map[urlHash]*doneEntry
+	// cash holds per stripe the seen URLs that links read lately and
+	// what links credited them since (linkcash.go); guarded by stripes[i].
+	cash [256]map[urlHash]*cashEntry
 	// queueFrom holds per host a queue key at or below the host's first
 	// live queue entry; reading the head seeks there instead of rewinding
 	// to the queue prefix. Why: a fetched entry is deleted at the front of
@@ -197,7 +197,7 @@ func newFrontier(db *badger.DB, cfg PolitenessConfig, budget int, clock Clock, b
 }
 
 func (f *frontier) close() error {
-	settled := f.settleAll()
+	settled := f.settleAll(false)
 	if err := f.seq.Release(); err != nil {
 		return errors.Join(settled, fmt.Errorf("release frontier sequence: %w", err))
 	}
@@ -615,9 +615,10 @@ func (f *frontier) itemsPerTxn() int {
 
 // add puts items into the frontier in one transaction together with extra
 // (the processing stage deletes its queue entry in the same transaction, so
-// links are enqueued exactly once). A URL already queued gets the cash added
-// and moves up its host queue; a URL already fetched keeps the cash for its
-// next visit and its importance. An external script keeps the base of the
+// links are enqueued exactly once). A URL already queued gets the cash
+// added and moves up its host queue at the next settle; a URL already
+// fetched keeps the cash for its next visit and its importance (both
+// credited in memory: linkcash.go). An external script keeps the base of the
 // first page that included it.
 func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extraHosts ...string) (addResult, error) {
 	hosts := extraHosts
@@ -636,23 +637,23 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 	var newHashes []urlHash
 	inBatch := map[urlHash]bool{} // the Bloom filter learns of this batch only after commit
 	var newKeys []addedKey
-	var credits []doneCredit  // cash for fetched URLs, credited in memory
-	var learned []doneCredit  // URLs read to be fetched, their cash written
-	var requeued []doneCredit // fetched URLs queued again, their credited cash folded in
+	var linked []linkCredit   // links to URLs seen before, credited in memory
+	var requeued []linkCredit // fetched URLs queued again, their credited cash folded in
 	err := f.db.Update(func(txn *badger.Txn) error {
 		res = addResult{}
 		clear(deltas)
 		clear(inBatch)
 		newKeys = newKeys[:0]
 		newHashes = newHashes[:0]
-		credits, learned, requeued = credits[:0], learned[:0], requeued[:0]
+		linked, requeued = linked[:0], requeued[:0]
 		for _, it := range items {
 			h := hashURL(it.url)
-			if !it.recrawl && f.doneKnown(it.host, h) {
+			// A script include may set a queued URL's base: that takes
+			// its record.
+			if e := f.remembered(it.host, h); e != nil && !it.recrawl && (it.base == "" || !e.queued) {
 				res.Known++
-				if it.cash > 0 {
-					credits = append(credits, doneCredit{it.host, h, it.cash})
-				}
+				e.used = true // kept should the stripe fill before the credit
+				linked = append(linked, linkCredit{host: it.host, hash: h, cash: it.cash, depth: it.depth, credit: true})
 				continue
 			}
 			sk := seenKey(it.host, h)
@@ -686,10 +687,11 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 				rec.State = stateQueued
 				rec.Attempts = 0
 				rec.NextFetch = 0
-				pending := f.peekDone(it.host, h)
-				rec.Cash += pending
-				rec.History += pending
-				requeued = append(requeued, doneCredit{host: it.host, hash: h})
+				if e := f.remembered(it.host, h); e != nil {
+					rec.Cash += e.pending
+					rec.History += e.pending
+				}
+				requeued = append(requeued, linkCredit{host: it.host, hash: h})
 			case rec.State == stateQueued:
 				res.Known++
 				if it.base != "" && rec.Base == "" {
@@ -700,16 +702,21 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 						return err
 					}
 				}
+				// This link moves it up now; from the next link on, cash
+				// and depth wait in memory for a settle, which moves it
+				// once for all of them (linkcash.go).
 				if it.cash <= 0 && it.depth >= rec.Depth {
+					linked = append(linked, linkCredit{host: it.host, hash: h, read: true, queued: true, recDepth: rec.Depth})
 					continue
 				}
 				oldKey = rec.QKey
 				rec.Cash += max(it.cash, 0)
 				rec.History += max(it.cash, 0)
 				rec.Depth = min(rec.Depth, it.depth)
-			default: // fetched: the cash waits for the next visit; from the next link on, in memory (donecash.go)
+				linked = append(linked, linkCredit{host: it.host, hash: h, read: true, queued: true, recDepth: rec.Depth})
+			default: // fetched: the cash waits for the next visit; from the next link on, in memory (linkcash.go)
 				res.Known++
-				learned = append(learned, doneCredit{host: it.host, hash: h})
+				linked = append(linked, linkCredit{host: it.host, hash: h, read: true})
 				if it.cash <= 0 {
 					continue
 				}
@@ -761,10 +768,9 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 		f.lowerQueueMark(k.host, k.key)
 	}
 	for _, r := range requeued {
-		f.dropDone(r.host, r.hash)
+		delete(f.cash[stripeOf(r.host)], r.hash)
 	}
-	f.rememberDone(learned)
-	f.creditDone(credits)
+	f.credit(linked)
 	if f.bloom != nil {
 		for _, h := range newHashes {
 			f.bloom.add(h)
@@ -792,11 +798,14 @@ func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extra
 // finish removes a fetched entry from the frontier in one transaction with
 // extra (which writes the processing-queue entry): from then on the URL is
 // never fetched again, whatever happens to the process. The seen record is
-// re-read under the host's lock because cash may have arrived (and moved the key) while
-// the fetch was running. update may change the record before it is written.
+// re-read under the host's lock because a settle may have moved the key
+// while the fetch was running, and the cash credited in memory since the
+// last settle is taken into it. update may change the record before it is
+// written.
 func (f *frontier) finish(q *queued, update func(rec *seenRecord), extra func(txn *badger.Txn, rec *seenRecord) error) error {
 	defer f.lockHosts(q.host)()
 	removed := false
+	credited := func() {}
 	err := f.db.Update(func(txn *badger.Txn) error {
 		removed = false
 		sk := seenKey(q.host, q.hash)
@@ -808,6 +817,7 @@ func (f *frontier) finish(q *queued, update func(rec *seenRecord), extra func(tx
 		if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
 			return err
 		}
+		credited = f.takeCredit(q.host, q.hash, rec)
 		if rec.State == stateQueued {
 			if err := txn.Delete(rec.QKey); err != nil {
 				return err
@@ -829,6 +839,7 @@ func (f *frontier) finish(q *queued, update func(rec *seenRecord), extra func(tx
 	if err != nil {
 		return fmt.Errorf("frontier finish %s: %w", q.rec.URL, err)
 	}
+	credited()
 	if removed {
 		f.mu.Lock()
 		f.hosts[q.host].queued--

@@ -146,6 +146,9 @@ func TestFrontierOrderWithinHost(t *testing.T) {
 				if _, err := f.add([]addItem{it}, nil); err != nil {
 					t.Fatal(err)
 				}
+				if err := f.settleAll(true); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if got := takeAll(t, f, "a"); !equalStrings(got, tc.want) {
 				t.Fatalf("order = %v, want %v", got, tc.want)
@@ -382,13 +385,16 @@ func TestFrontierHeadAfterMark(t *testing.T) {
 					}
 					seq++
 					model[u] = &entry{it.cash, it.depth, seq}
-				case op < 5 && len(model) > 0: // cash for a queued URL moves it up
+				case op < 5 && len(model) > 0: // cash for a queued URL moves it up (by the next settle at the latest)
 					var u string
 					for u = range model { // any queued URL
 						break
 					}
 					e := model[u]
 					if _, err := f.add([]addItem{{url: u, host: "a", cash: 0.5, depth: e.depth}}, nil); err != nil {
+						t.Fatal(err)
+					}
+					if err := f.settleAll(true); err != nil {
 						t.Fatal(err)
 					}
 					seq++

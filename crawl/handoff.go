@@ -344,7 +344,7 @@ func (c *Crawler) DropHost(ctx context.Context, host string) error {
 // that no add interleaves, then forgets the host in memory.
 func (f *frontier) dropKeys(ctx context.Context, host string) error {
 	defer f.lockHosts(host)()
-	f.forgetDone(host)
+	f.forgetHostCash(host)
 	var keys [][]byte
 	err := f.db.View(func(txn *badger.Txn) error {
 		for _, p := range [][]byte{queuePrefix(host), seenPrefix(host)} {

@@ -72,13 +72,13 @@ func TestDoneCash(t *testing.T) {
 				t.Fatalf("record rewritten before a settle: cash %v history %v", r.Cash, r.History)
 			}
 		}
-		if err := f.settleAll(); err != nil {
+		if err := f.settleAll(false); err != nil {
 			t.Fatal(err)
 		}
 		if r := storedSeen(t, db, "a", "http://a/1"); !near(r.Cash, 10) || !near(r.History, 10) || r.State != stateDone {
 			t.Fatalf("after settle: %+v, want cash and history 10, fetched", r)
 		}
-		if err := f.settleAll(); err != nil { // nothing pending: nothing added twice
+		if err := f.settleAll(false); err != nil { // nothing pending: nothing added twice
 			t.Fatal(err)
 		}
 		if r := storedSeen(t, db, "a", "http://a/1"); !near(r.Cash, 10) {
@@ -90,7 +90,7 @@ func TestDoneCash(t *testing.T) {
 	})
 
 	t.Run("a full stripe settles, keeps its navigation and stays bounded", func(t *testing.T) {
-		n := donePerStripe + 300
+		n := cashPerStripe + 300
 		f, db := fetchedFrontier(t, n)
 		const nav, rounds, chunk = 10, 3, 100 // URLs 0-9 are linked with every chunk
 		want := map[string]float64{}
@@ -109,12 +109,12 @@ func TestDoneCash(t *testing.T) {
 				if _, err := f.add(items, nil); err != nil {
 					t.Fatal(err)
 				}
-				if m := len(f.done[stripeOf("a")]); m > donePerStripe {
-					t.Fatalf("stripe remembers %d URLs, bound %d", m, donePerStripe)
+				if m := len(f.cash[stripeOf("a")]); m > cashPerStripe {
+					t.Fatalf("stripe remembers %d URLs, bound %d", m, cashPerStripe)
 				}
 			}
 		}
-		m := f.done[stripeOf("a")]
+		m := f.cash[stripeOf("a")]
 		for u, w := range want {
 			got := storedSeen(t, db, "a", u).Cash
 			if e := m[hashURL(u)]; e != nil {
@@ -128,7 +128,7 @@ func TestDoneCash(t *testing.T) {
 
 	t.Run("a full stripe keeps the URLs credited since it last filled", func(t *testing.T) {
 		const nav = 10
-		n := nav + donePerStripe + 50
+		n := nav + cashPerStripe + 50
 		f, _ := fetchedFrontier(t, n)
 		var navLinks, others []addItem
 		for i := range n {
@@ -145,11 +145,11 @@ func TestDoneCash(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if m := len(f.done[stripeOf("a")]); m > donePerStripe {
-			t.Fatalf("stripe remembers %d URLs, bound %d", m, donePerStripe)
+		if m := len(f.cash[stripeOf("a")]); m > cashPerStripe {
+			t.Fatalf("stripe remembers %d URLs, bound %d", m, cashPerStripe)
 		}
 		for _, it := range navLinks {
-			if !f.doneKnown("a", hashURL(it.url)) {
+			if f.remembered("a", hashURL(it.url)) == nil {
 				t.Fatalf("%s forgotten when the stripe filled", it.url)
 			}
 		}
@@ -165,8 +165,8 @@ func TestDoneCash(t *testing.T) {
 		if _, err := f.add([]addItem{{url: "http://a/0", host: "a", recrawl: true}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if f.doneKnown("a", hashURL("http://a/0")) {
-			t.Fatal("a URL queued again is still remembered as fetched")
+		if e := f.remembered("a", hashURL("http://a/0")); e != nil {
+			t.Fatalf("a URL queued again is still remembered, as %+v: its credited cash would count twice", e)
 		}
 		q, err := f.head(t.Context(), "a")
 		if err != nil || q == nil || q.rec.URL != "http://a/0" {
@@ -178,14 +178,20 @@ func TestDoneCash(t *testing.T) {
 		if _, cash, _, err := decodeQueueKey(q.key); err != nil || !near(cash, 2.75) {
 			t.Fatalf("queue key cash %v (%v), want 2.75", cash, err)
 		}
-		// Cash arriving while queued goes to the record as before.
+		// Cash arriving while queued reaches the record at a settle.
 		if _, err := f.add([]addItem{{url: "http://a/0", host: "a", cash: 1}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.settleAll(true); err != nil {
 			t.Fatal(err)
 		}
 		if r := storedSeen(t, db, "a", "http://a/0"); !near(r.Cash, 3.75) || r.State != stateQueued {
 			t.Fatalf("queued record %+v, want cash 3.75", r)
 		}
-		if err := f.settleAll(); err != nil {
+		if r := storedSeen(t, db, "a", "http://a/2"); !near(r.Cash, 0.125) { // its first link's
+			t.Fatalf("a settle of queued URLs wrote a fetched one: cash %v", r.Cash)
+		}
+		if err := f.settleAll(false); err != nil {
 			t.Fatal(err)
 		}
 		if r := storedSeen(t, db, "a", "http://a/2"); !near(r.Cash, 0.375) {
@@ -205,7 +211,7 @@ func TestDoneCash(t *testing.T) {
 		if err := f.importRecords("a", []*seenRecord{back}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.settleAll(); err != nil {
+		if err := f.settleAll(false); err != nil {
 			t.Fatal(err)
 		}
 		if r := storedSeen(t, db, "a", "http://a/1"); r == nil || r.Cash != 0 {
@@ -275,5 +281,113 @@ func TestExportCarriesCreditedCash(t *testing.T) {
 	}
 	if !near(r.Cash, 4.5) {
 		t.Fatalf("exported cash %v, want 4.5", r.Cash)
+	}
+}
+
+// TestQueuedCash: the link that reads a queued URL's record moves it; the
+// next are credited in memory, and a settle moves the URL once for all of
+// them; a fetch takes the credit into the cash the page passes on.
+func TestQueuedCash(t *testing.T) {
+	db := engOpenDB(t, t.TempDir())
+	defer db.Close()
+	f := engFrontier(t, db, fastPoliteness(), newFakeClock())
+	queueKeys := func() int {
+		n := 0
+		err := db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix("a")})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var seed []addItem
+	for _, u := range []string{"http://a/0", "http://a/1", "http://a/2"} {
+		seed = append(seed, addItem{url: u, host: "a", cash: 0.1, depth: 3})
+	}
+	seed = append(seed, addItem{url: "http://a/p", host: "a", cash: 1, depth: 3})
+	if _, err := f.add(seed, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 10 {
+		res, err := f.add([]addItem{{url: "http://a/2", host: "a", cash: 0.2, depth: 3 - min(i, 2)}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.New != 0 || res.Known != 1 {
+			t.Fatalf("link %d: add = %+v, want 1 known", i, res)
+		}
+	}
+	// The first link read the record and wrote its cash; the others wait.
+	if r := storedSeen(t, db, "a", "http://a/2"); !near(r.Cash, 0.3) || r.Depth != 3 {
+		t.Fatalf("record before a settle: cash %v depth %d, want the first link's 0.3 and 3", r.Cash, r.Depth)
+	}
+	if q, err := f.head(t.Context(), "a"); err != nil || q == nil || q.rec.URL != "http://a/p" {
+		t.Fatalf("head before a settle = %+v, %v; want http://a/p", q, err)
+	}
+	if err := f.settleAll(true); err != nil {
+		t.Fatal(err)
+	}
+	if r := storedSeen(t, db, "a", "http://a/2"); !near(r.Cash, 2.1) || !near(r.History, 2.1) || r.Depth != 1 || r.State != stateQueued {
+		t.Fatalf("after a settle: %+v, want cash and history 2.1, depth 1, queued", r)
+	}
+	q, err := f.head(t.Context(), "a")
+	if err != nil || q == nil || q.rec.URL != "http://a/2" {
+		t.Fatalf("head after a settle = %+v, %v; want http://a/2", q, err)
+	}
+	if _, cash, depth, err := decodeQueueKey(q.key); err != nil || !near(cash, 2.1) || depth != 1 {
+		t.Fatalf("queue key cash %v depth %d (%v), want 2.1 and 1", cash, depth, err)
+	}
+	if n := queueKeys(); n != 4 {
+		t.Fatalf("%d queue keys after a settle, want 4", n)
+	}
+	if err := f.settleAll(true); err != nil { // nothing credited since: nothing moves
+		t.Fatal(err)
+	}
+	if q2, err := f.head(t.Context(), "a"); err != nil || q2 == nil || string(q2.key) != string(q.key) {
+		t.Fatalf("a second settle moved the head: %+v, %v", q2, err)
+	}
+
+	// A fetch takes what links credited since the last settle.
+	for range 2 {
+		if _, err := f.add([]addItem{{url: "http://a/1", host: "a", cash: 0.5, depth: 3}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var q1 *queued
+	for q1 == nil {
+		q, err := f.head(t.Context(), "a")
+		if err != nil || q == nil {
+			t.Fatalf("head = %+v, %v before http://a/1", q, err)
+		}
+		if q.rec.URL == "http://a/1" {
+			q1 = q
+			break
+		}
+		if err := f.finish(q, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var passedOn float64
+	if err := f.finish(q1, nil, func(_ *badger.Txn, r *seenRecord) error { passedOn = r.Cash; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !near(passedOn, 1.1) {
+		t.Fatalf("a fetch passed on cash %v, want 1.1", passedOn)
+	}
+	if err := f.settleAll(false); err != nil {
+		t.Fatal(err)
+	}
+	if r := storedSeen(t, db, "a", "http://a/1"); !near(r.Cash, 1.1) || r.State != stateDone {
+		t.Fatalf("fetched record %+v, want cash 1.1 (credited once)", r)
+	}
+	if n := queueKeys(); n != 1 { // a/0 is left
+		t.Fatalf("%d queue keys, want 1", n)
 	}
 }
