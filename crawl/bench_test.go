@@ -166,67 +166,38 @@ func BenchmarkSeenLookup(b *testing.B) {
 // credited cash every 500 pages (Run settles every few seconds). Badger
 // has a node's small memtables, so that seen records are read from
 // tables, as in a long crawl.
-func BenchmarkLinksToFetched(b *testing.B) {
-	db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil).WithMemTableSize(4 << 20).WithValueThreshold(1 << 10))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	f := engFrontier(b, db, fastPoliteness(), newFakeClock())
-	const fetched = 20_000
-	for start := 0; start < fetched; start += 500 {
-		var items []addItem
-		for i := start; i < start+500; i++ {
-			items = append(items, addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", i), host: "docs.test"})
-		}
-		if _, err := f.add(items, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if got := len(takeAll(b, f, "docs.test")); got != fetched {
-		b.Fatalf("fetched %d URLs, want %d", got, fetched)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		links := make([]addItem, 40)
-		for j := range links {
-			n := j
-			if j >= 30 {
-				n = (i*10 + j*7919) % fetched
-			}
-			links[j] = addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", n), host: "docs.test", cash: 0.025, depth: 2}
-		}
-		if _, err := f.add(links, nil); err != nil {
-			b.Fatal(err)
-		}
-		if i%500 == 499 {
-			if err := f.settleAll(false); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-}
+func BenchmarkLinksToFetched(b *testing.B) { benchmarkLinks(b, true) }
 
 // BenchmarkLinksToQueued is BenchmarkLinksToFetched early in a site's
 // crawl: the host's 20,000 URLs are queued, not fetched, so that every
 // link adds cash to a queued URL and may move it up its queue. Queued
 // URLs are settled every 500 pages (Run settles them every two seconds).
-func BenchmarkLinksToQueued(b *testing.B) {
+func BenchmarkLinksToQueued(b *testing.B) { benchmarkLinks(b, false) }
+
+func benchmarkLinks(b *testing.B, fetched bool) {
 	db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil).WithMemTableSize(4 << 20).WithValueThreshold(1 << 10))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
 	f := engFrontier(b, db, fastPoliteness(), newFakeClock())
-	const queued = 20_000
-	for start := 0; start < queued; start += 500 {
+	const urls = 20_000
+	for start := 0; start < urls; start += 500 {
 		var items []addItem
 		for i := start; i < start+500; i++ {
-			items = append(items, addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", i), host: "docs.test", cash: 0.01, depth: 3})
+			it := addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", i), host: "docs.test"}
+			if !fetched {
+				it.cash, it.depth = 0.01, 3
+			}
+			items = append(items, it)
 		}
 		if _, err := f.add(items, nil); err != nil {
 			b.Fatal(err)
+		}
+	}
+	if fetched {
+		if got := len(takeAll(b, f, "docs.test")); got != urls {
+			b.Fatalf("fetched %d URLs, want %d", got, urls)
 		}
 	}
 	b.ReportAllocs()
@@ -236,7 +207,7 @@ func BenchmarkLinksToQueued(b *testing.B) {
 		for j := range links {
 			n := j
 			if j >= 30 {
-				n = (i*10 + j*7919) % queued
+				n = (i*10 + j*7919) % urls
 			}
 			links[j] = addItem{url: fmt.Sprintf("http://docs.test/page/%d.html", n), host: "docs.test", cash: 0.025, depth: 2}
 		}
@@ -244,7 +215,7 @@ func BenchmarkLinksToQueued(b *testing.B) {
 			b.Fatal(err)
 		}
 		if i%500 == 499 {
-			if err := f.settleAll(true); err != nil {
+			if err := f.settleAll(!fetched); err != nil {
 				b.Fatal(err)
 			}
 		}
