@@ -616,10 +616,10 @@ func (f *frontier) itemsPerTxn() int {
 // add puts items into the frontier in one transaction together with extra
 // (the processing stage deletes its queue entry in the same transaction, so
 // links are enqueued exactly once). A URL already queued gets the cash
-// added and moves up its host queue at the next settle; a URL already
-// fetched keeps the cash for its next visit and its importance (both
-// credited in memory: linkcash.go). An external script keeps the base of the
-// first page that included it.
+// added and moves up its host queue: at once for the link that reads its
+// record, at the next settle for the links after it (linkcash.go). A URL
+// already fetched keeps the cash for its next visit and its importance.
+// An external script keeps the base of the first page that included it.
 func (f *frontier) add(items []addItem, extra func(txn *badger.Txn) error, extraHosts ...string) (addResult, error) {
 	hosts := extraHosts
 	for _, it := range items {
