@@ -414,16 +414,24 @@ func (f *frontier) next(now time.Time) (*hostState, time.Duration) {
 
 // release ends h's slot: politeness bookkeeping, then back into the schedule.
 // The head priority is refreshed from Badger because the slot may have
-// removed the head.
+// removed the head. A gated slot touched no queue entry, and adds keep the
+// in-memory head current, so it skips the read: a host waiting for its
+// takeover is gated every half second.
 func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, retryAfter, minWait time.Duration) {
-	// Under the host's lock no add can commit between reading the head and
-	// updating the in-memory state, so both agree with Badger.
-	defer f.lockHosts(h.key)()
-	cash, depth, ok := f.readHead(h.key)
+	gated := o == outcomeGated
+	var cash float64
+	var depth int
+	var ok bool
+	if !gated {
+		// Under the host's lock no add can commit between reading the head
+		// and updating the in-memory state, so both agree with Badger.
+		defer f.lockHosts(h.key)()
+		cash, depth, ok = f.readHead(h.key)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cfg.release(h, now, o, resp, retryAfter)
-	h.gated = o == outcomeGated
+	h.gated = gated
 	h.gatedUntil = 0
 	switch t := now.Add(minWait).UnixNano(); {
 	case h.gated:
@@ -434,9 +442,11 @@ func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, re
 	case minWait > 0 && t > h.rec.NextAllowed:
 		h.rec.NextAllowed = t
 	}
-	if ok {
+	switch {
+	case gated: // the head is as adds left it
+	case ok:
 		h.headCash, h.headDepth = cash, depth
-	} else if h.queued != 0 {
+	case h.queued != 0:
 		// Badger has no entry left: trust it, or the host would spin.
 		f.queued -= h.queued
 		h.queued = 0

@@ -35,33 +35,46 @@ type procEntry struct {
 	PrevSim     uint64      `json:"ps,omitempty"`
 	Base        string      `json:"b,omitempty"` // an external script: its links resolve against Base
 
-	Body []byte `json:"-"` // stored raw after the JSON header
+	Body []byte `json:"-"` // stored raw, before the JSON header
 }
+
+// procHeaderRoom is the spare capacity the fetcher leaves after a body so
+// that encode can append the header in place: the entry is the body's
+// bytes, not a copy of them.
+const procHeaderRoom = 2 << 10
 
 func procKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(pfxProc), seq)
 }
 
-// encode: uvarint header length, JSON header, raw body (no base64 for
-// bodies of up to several megabytes).
+// encode: raw body, JSON header, header length (uint32 BE). The body goes
+// first so that the header is appended in the body's spare capacity
+// (procHeaderRoom); bytes past len(Body) are the entry's, never the body's.
 func (e *procEntry) encode() []byte {
 	hdr, _ := json.Marshal(e) // cannot fail: plain fields
-	out := make([]byte, 0, binary.MaxVarintLen64+len(hdr)+len(e.Body))
-	out = binary.AppendUvarint(out, uint64(len(hdr)))
+	out := e.Body
+	if cap(out)-len(out) < len(hdr)+4 {
+		out = make([]byte, len(e.Body), len(e.Body)+len(hdr)+4)
+		copy(out, e.Body)
+	}
 	out = append(out, hdr...)
-	return append(out, e.Body...)
+	return binary.BigEndian.AppendUint32(out, uint32(len(hdr)))
 }
 
 func decodeProcEntry(b []byte) (*procEntry, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)-w) {
+	if len(b) < 4 {
+		return nil, errors.New("decode processing entry: too short")
+	}
+	n := uint64(binary.BigEndian.Uint32(b[len(b)-4:]))
+	if n > uint64(len(b)-4) {
 		return nil, errors.New("decode processing entry: bad header length")
 	}
+	body := len(b) - 4 - int(n)
 	e := new(procEntry)
-	if err := json.Unmarshal(b[w:w+int(n)], e); err != nil {
+	if err := json.Unmarshal(b[body:len(b)-4], e); err != nil {
 		return nil, fmt.Errorf("decode processing entry: %w", err)
 	}
-	e.Body = b[w+int(n):]
+	e.Body = b[:body:body]
 	return e, nil
 }
 

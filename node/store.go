@@ -116,15 +116,15 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 // price is disk: +17 % before compaction, +52 % after (BENCHMARKS.md,
 // "Badger uncompressed, a DF cache"), 0.65× Bleve's.
 //
-// Values over 1 KiB go to the value log (Badger's default is 1 MiB).
-// Page records, cached copies and most postings blocks are larger than
-// that: in the LSM tree every one of them was written to the memtable's
-// log, the memtable, an L0 table and each compaction after it; in the
-// value log it is written once and the tree holds a pointer. Measured
-// alternately against 4 KiB (BENCHMARKS.md, "Value log threshold"): the
-// single-node crawl 466 → 531 pages/s and 22.6 → 19.5 s of CPU for 5,000
-// pages, the 20,000-page growth run 17 % less CPU, query latency
-// unchanged, disk +3–5 %, peak RSS +20–50 MB (mapped value-log pages).
+// Values of 256 bytes and more go to the value log (Badger's default is
+// 1 MiB). Page records, cached copies, fetched bodies, seen records with
+// long URLs and nearly all postings blocks are that large: in the LSM tree
+// every one of them was written to the memtable's log, the memtable, an L0
+// table and each compaction after it, each table needing its own index
+// builder; in the value log it is written once and the tree holds a
+// pointer. A lower threshold leaves the tree with keys and pointers, so
+// compactions and table builds shrink with it (BENCHMARKS.md, "Value log
+// threshold" and "A smaller value-log threshold"); the price is disk.
 // Rewritten postings tails leave garbage in the value log, which
 // runValueLogGC reclaims.
 //
@@ -143,7 +143,7 @@ func BadgerOptions(dir string) badger.Options {
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(8 << 20).
 		WithValueLogFileSize(256 << 20).
-		WithValueThreshold(1 << 10).
+		WithValueThreshold(256).
 		WithCompression(options.None).
 		WithNumCompactors(2).
 		WithDetectConflicts(false)
