@@ -98,8 +98,12 @@
 //	                        0xFFFFFFFF for the term's tail block
 //
 // Anchor text (AddAnchors, AddAnchorsBatch: one transaction for a page's
-// links) may arrive before or after its page. For a stored page the change
-// is indexed by re-putting the page, which costs as much as indexing it:
+// links) may arrive before or after its page. A page is analysed when the
+// flush after its Put adds its postings (queue.go), with the anchors
+// recorded by then: the pages fetched right after a page link to it
+// within the same seconds, and their anchors cost nothing. For a page
+// flushed already the change is indexed by re-putting the page, which
+// costs as much as indexing it:
 // the background flush therefore re-indexes a page only once its first
 // unindexed change is Options.ReindexDelay old, or when a flush finds no
 // page stored since the last one (the site's crawl has quieted down);
@@ -125,7 +129,9 @@
 // analysed.
 //
 // The same form is how a page is analysed once in a network: Form encodes
-// a cached form (formwire.go) for the page's replicas, and
+// a cached form (formwire.go) for the page's replicas (a page still queued
+// is analysed then, and the flush uses that analysis, or replays the form
+// if anchors arrived since), and
 // PutAnalysedBatch indexes a page from its received form with the
 // receiver's own anchors, writing the postings an analysis would
 // (TestPutAnalysedBatchWritesSameBytes). A replica of a host it does not
@@ -179,16 +185,19 @@
 //
 // # Indexing path
 //
-// Put analyzes the page on the caller's goroutine (pooled scratch: one
-// map and a few slices reused per page), groups each term's positions and
-// encodes them (and, with the form cache on, keeps the page's analysed
-// form for a later re-index, above), then, under the writer lock, appends them to the pending
-// index: an in-memory inverted index of the pages stored since the last
-// flush, one varint byte buffer per term (docID gap, field mask, TFs,
-// position gaps; about 4 bytes per posting, a tenth of the per-page term
-// lists it replaced). Postings are flushed every FlushDocs documents, at
-// FlushBytes of buffered postings, or every FlushInterval, by a
-// background goroutine ("lazy merge"): a flush rewrites each touched
+// Put validates and compresses the page on the caller's goroutine, stores
+// it under a new docID and queues it, holding its text. The flush first
+// analyses the queued pages on all cores (pooled scratch: one map and a
+// few slices reused per page), groups each term's positions and encodes
+// them (and, with the form cache on, keeps the page's analysed form for a
+// later re-index, above), then, under the writer lock, appends them in
+// docID order to the pending index (the docIDs below the first page
+// queued since are the flush's batch): an in-memory inverted index of the
+// flush's pages, one varint byte buffer per term (docID gap, field mask,
+// TFs, position gaps; about 4 bytes per posting, a tenth of the per-page
+// term lists it replaced). A flush runs every FlushDocs queued documents,
+// at FlushBytes of queued text and buffered postings, or every
+// FlushInterval, on a background goroutine ("lazy merge"): it rewrites each touched
 // term's partial tail block with the new postings (dropping tombstoned
 // docs on the way) and appends full blocks. Where the new postings fit in
 // the tail and none of its docs is deleted (most terms of a small flush),

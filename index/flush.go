@@ -31,8 +31,13 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	puts := ix.putsSinceFlush
 	ix.putsSinceFlush = 0
 	due := reindexDue(ix.reindex, time.Now().Add(-delay), force || puts == 0, puts)
+	// A queued page is analysed with its anchors of the moment below.
+	due = slices.DeleteFunc(due, ix.isQueuedLocked)
 	ix.mu.Unlock()
 	if err := ix.reindexPages(ctx, due); err != nil {
+		return err
+	}
+	if err := ix.drainQueue(ctx); err != nil {
 		return err
 	}
 	ix.mu.Lock()
@@ -41,7 +46,12 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	if pend != nil {
 		ix.pendingHint = len(pend.terms) * 5 / 4
 	}
+	// The batch ends at the first page queued since the drain: every
+	// docID below it is in pend, held or deleted.
 	end, flushed := ix.st.NextDoc, ix.st.Flushed
+	if len(ix.queued) > 0 {
+		end = ix.queued[0].id
+	}
 	snap := flushSnapshot{metas: ix.metas, deleted: ix.deleted}
 	ix.mu.Unlock()
 	if pend == nil {

@@ -190,6 +190,9 @@ func (c *formCache) find(u string, id uint32, count bool) *analysedForm {
 // a Put and its replication.
 func (ix *Index) Form(u string, id uint32) []byte {
 	f := ix.forms.lookup(u, id)
+	if f == nil && ix.forms.enabled() {
+		f = ix.queuedForm(u, id)
+	}
 	if f == nil {
 		return nil
 	}

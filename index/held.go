@@ -324,7 +324,7 @@ func (ix *Index) applyHeldLocked(r *reindexed) (ok bool, err error) {
 			return false, r.err
 		}
 	}
-	return true, ix.putLocked(r.url, r.host, r.anchors, r.dp, r.form, r.rec, r.raw)
+	return true, ix.putLocked(r.url, r.host, newAnalysedEntry(r.url, r.host, r.anchors, r.dp, r.form), r.rec, r.raw)
 }
 
 // storedURL is the URL in a stored record's summary ("" if it has none).

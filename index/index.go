@@ -115,13 +115,19 @@ type Index struct {
 	// merging a page's links' anchors holds up no Put.
 	anchorMu sync.Mutex
 	recorded *recordedAnchors // guarded by anchorMu
-	mu       sync.Mutex       // serializes page-store writers; guards st, pending, reindex
+	mu       sync.Mutex       // serializes page-store writers; guards st, pending, queued, reindex
 	kick     chan struct{}
 	st       state
 	pending  *pendingIndex // nil when empty
 	// pendingHint sizes the next pending index (terms of the last batch).
 	pendingHint int
 	reindex     map[string]time.Time // URL -> first anchor change not yet indexed
+	// queued are the stored pages whose postings the next flush adds, in
+	// docID order (queue.go); queuedURL finds them by URL, queuedBytes is
+	// the text they hold.
+	queued      []*queuedDoc
+	queuedURL   map[string]*queuedDoc
+	queuedBytes int
 	// held marks the docIDs of held pages (held.go), heldHosts counts
 	// them per host and heldPages in all.
 	held      []uint64
@@ -225,7 +231,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	ix := &Index{
 		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec, checkDec: checkDec,
-		reindex: map[string]time.Time{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
+		reindex: map[string]time.Time{}, queuedURL: map[string]*queuedDoc{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
 		recorded: newRecordedAnchors(),
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
@@ -538,18 +544,18 @@ func (ix *Index) isDeleted(id uint32) bool {
 // pendingBytes is the size of the buffered postings. Callers hold ix.mu.
 func (ix *Index) pendingBytes() int {
 	if ix.pending == nil {
-		return 0
+		return ix.queuedBytes
 	}
-	return ix.pending.bytes
+	return ix.pending.bytes + ix.queuedBytes
 }
 
 // pendingDocs is the number of stored documents whose postings are
 // buffered. Callers hold ix.mu.
 func (ix *Index) pendingDocs() int {
 	if ix.pending == nil {
-		return 0
+		return len(ix.queued)
 	}
-	return len(ix.pending.docs)
+	return len(ix.pending.docs) + len(ix.queued)
 }
 
 // publish copies the writer state for readers. Callers hold ix.mu.
@@ -706,6 +712,9 @@ func (ix *Index) analyzeAnchors(dp *docPostings, anchors []string, base uint32) 
 // releaseDoc returns analysis scratch to the pool (not if a huge page made
 // it large: the pool would keep that memory).
 func (ix *Index) releaseDoc(dp *docPostings) {
+	if dp == nil || dp.idx == nil { // none, or a frozen copy (queue.go)
+		return
+	}
 	if cap(dp.enc) > 1<<20 || cap(dp.occPos) > 1<<18 {
 		return
 	}
@@ -769,11 +778,14 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := ix.prepare(d, nil)
+	c, err := ix.validate(d)
 	if err != nil {
 		return err
 	}
-	defer ix.releaseDoc(p.dp)
+	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.enc.EncodeAll)}
+	if len(c.Raw) > 0 {
+		p.raw = ix.enc.EncodeAll(c.Raw, nil)
+	}
 	return ix.store(ctx, p)
 }
 
@@ -891,7 +903,11 @@ func (ix *Index) store(ctx context.Context, p *preparedDoc) error {
 		ix.mu.Unlock()
 		return ErrClosed
 	}
-	err := ix.putLocked(p.doc.URL, p.doc.Host, p.anchors, p.dp, p.form, p.rec, p.raw)
+	e := &queuedDoc{doc: analysisFields(p.doc)}
+	if p.dp != nil {
+		e = newAnalysedEntry(p.doc.URL, p.doc.Host, p.anchors, p.dp, p.form)
+	}
+	err := ix.putLocked(p.doc.URL, p.doc.Host, e, p.rec, p.raw)
 	if err == nil {
 		ix.putsSinceFlush++
 	}
@@ -1003,12 +1019,10 @@ func (ix *Index) markDeleted(id uint32) {
 	}
 }
 
-// putLocked stores a page analysed with anchors. If the page's recorded
-// anchors are no longer those (AddAnchorsBatch ran between the analysis
-// and now: it does not hold mu while it merges), the page is left waiting
-// for a re-index; otherwise any re-index request it had is settled. form
-// (nil: none) is the page's analysed form, kept for its re-index.
-func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, form *analysedForm, rec, raw []byte) error {
+// putLocked stores a page and queues it (queue.go) for the flush, which
+// adds its postings: e holds the page's text, or its postings when it was
+// analysed already. A page replaced by it is deleted.
+func (ix *Index) putLocked(u, host string, e *queuedDoc, rec, raw []byte) error {
 	ns := ix.st
 	txn := ix.db.NewTransaction(true)
 	defer txn.Discard()
@@ -1016,40 +1030,20 @@ func (ix *Index) putLocked(u, host string, anchors []string, dp *docPostings, fo
 	if err != nil {
 		return fmt.Errorf("index: put %q: %w", u, err)
 	}
-	cur, err := anchorsIn(txn, u)
-	if err != nil {
-		return fmt.Errorf("index: put %q: %w", u, err)
-	}
-	current := slices.Equal(cur, anchors)
-	_, waiting := ix.reindex[u]
-	switch {
-	case current && waiting:
-		err = txn.Delete([]byte(prefixReindex + u))
-	case !current && !waiting:
-		err = txn.Set([]byte(prefixReindex+u), nil)
-	}
-	if err != nil {
-		return fmt.Errorf("index: put %q: %w", u, err)
-	}
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("index: put %q: commit: %w", u, err)
 	}
-	switch {
-	case current:
-		delete(ix.reindex, u)
-	case !waiting:
-		ix.reindex[u] = time.Now()
+	meta := docMeta{static: e.doc.StaticRank, host: host}
+	if e.dp != nil {
+		meta = e.dp.meta
 	}
-	ix.appendMetaLocked(id, dp.meta)
+	ix.appendMetaLocked(id, meta)
 	if hasOld {
 		ix.markDeleted(old)
 	}
 	ix.st = ns
-	if ix.pending == nil {
-		ix.pending = newPendingIndex(ix.pendingHint)
-	}
-	ix.pending.add(id, dp)
-	ix.forms.put(u, id, form)
+	e.id, e.url, e.host = id, u, host
+	ix.queueLocked(e)
 	ix.publish()
 	return nil
 }
@@ -1300,6 +1294,7 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 		}
 		return nil
 	})
+	late = slices.DeleteFunc(late, ix.isQueuedLocked)
 	if err == nil && len(late) > 0 {
 		// As many transactions as the requests need: a page links to as
 		// many pages as it likes.
@@ -1320,6 +1315,10 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 	}
 	now := time.Now()
 	for _, u := range slices.Concat(stored, late) {
+		if e := ix.queuedURL[u]; e != nil {
+			e.keyed = true // the flush reads its anchors
+			continue
+		}
 		if _, waiting := ix.reindex[u]; !waiting {
 			ix.reindex[u] = now
 		}

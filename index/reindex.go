@@ -152,8 +152,8 @@ func (ix *Index) applyReindexLocked(r *reindexed) error {
 	if r.err != nil {
 		return r.err
 	}
-	if _, waiting := ix.reindex[r.url]; !waiting {
-		return nil // put or deleted since, with its current anchors
+	if _, waiting := ix.reindex[r.url]; !waiting || ix.isQueuedLocked(r.url) {
+		return nil // deleted, or put since: the flush analyses it with its current anchors
 	}
 	var id uint32
 	var found bool
@@ -181,7 +181,7 @@ func (ix *Index) applyReindexLocked(r *reindexed) error {
 		delete(ix.reindex, r.url)
 		return ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + r.url)) })
 	}
-	return ix.putLocked(r.url, r.host, r.anchors, r.dp, r.form, r.rec, r.raw)
+	return ix.putLocked(r.url, r.host, newAnalysedEntry(r.url, r.host, r.anchors, r.dp, r.form), r.rec, r.raw)
 }
 
 // inWindows calls prepare(i) for every i in [0, n) on up to GOMAXPROCS

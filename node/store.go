@@ -176,10 +176,11 @@ func IndexOptions() index.Options {
 	return o
 }
 
-// formCacheBytes holds the analysed forms of the pages a node stored in
-// the last seconds, which go to their replicas with the pages
-// (replication.go) so that a replica does not analyse them again. Pages
-// are replicated within seconds of their Put, and forms are a few KB, so
+// formCacheBytes holds the analysed forms of the pages a node indexed in
+// the last seconds. A page's replicas get its form with the page
+// (replication.go), so that a replica does not analyse it again: the index
+// analyses a page still waiting for its flush when its form is asked for,
+// and takes older pages' forms from this cache. Forms are a few KB, so
 // this holds hundreds of pages; more would hold the re-index window of a
 // long crawl only at hundreds of megabytes, and every cached byte is live
 // heap that a node at its memory limit pays for in collections
