@@ -66,8 +66,9 @@ func (e *SouEngine) Dir() string { return e.dir }
 // Index returns the underlying index.
 func (e *SouEngine) Index() *index.Index { return e.ix }
 
-// AddAll Puts docs from GOMAXPROCS goroutines (Put analyses outside its
-// lock, so segmentation runs in parallel, as in the node) and flushes.
+// AddAll Puts docs from GOMAXPROCS goroutines (Put compresses outside
+// its lock, as in the node) and flushes (the flush analyses the queued
+// pages on all cores).
 func (e *SouEngine) AddAll(ctx context.Context, docs []Doc) error {
 	ds := make([]*index.Document, len(docs))
 	for i := range docs {

@@ -129,6 +129,11 @@ func (ix *Index) analyse(e *queuedDoc, keepForm bool) {
 		if err != nil {
 			return // keeps its postings; the flush leaves it waiting
 		}
+		if keepForm {
+			frozen := frozenPostings(dp)
+			ix.releaseDoc(dp)
+			dp = frozen
+		}
 		ix.releaseDoc(e.dp)
 		e.anchors, e.dp = anchors, dp
 	}
