@@ -184,10 +184,10 @@ func (c *formCache) find(u string, id uint32, count bool) *analysedForm {
 }
 
 // Form returns the encoded analysed form (formwire.go) of the page at u
-// stored as docID id, for the page's replicas (PutAnalysedBatch), when the
-// form cache holds it; nil when it does not. A page's form stays in the
-// cache while the pages put after it fit, which covers the seconds between
-// a Put and its replication.
+// stored as docID id, for the page's replicas (PutAnalysedBatch), when
+// the form cache is on: a page still queued for the flush is analysed
+// now (queue.go), an indexed one's form comes from the cache while the
+// pages indexed after it fit; nil otherwise.
 func (ix *Index) Form(u string, id uint32) []byte {
 	f := ix.forms.lookup(u, id)
 	if f == nil && ix.forms.enabled() {
