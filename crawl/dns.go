@@ -81,7 +81,11 @@ type Resolver struct {
 	entries map[string]*list.Element // of *dnsEntry
 	lru     *list.List
 	calls   map[string]*dnsCall
-	closed  bool
+	// prefetching holds the names whose prefetch goroutine has not yet
+	// finished, so a second Prefetch before the lookup registers in calls
+	// does not start a duplicate.
+	prefetching map[string]struct{}
+	closed      bool
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -128,17 +132,18 @@ func NewResolver(cfg ResolverConfig) *Resolver {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Resolver{
-		cfg:      cfg,
-		server:   server,
-		udp:      &dns.Client{Net: "udp", Timeout: cfg.Timeout, UDPSize: 4096},
-		tcp:      &dns.Client{Net: "tcp", Timeout: cfg.Timeout},
-		now:      time.Now,
-		entries:  make(map[string]*list.Element),
-		lru:      list.New(),
-		calls:    make(map[string]*dnsCall),
-		ctx:      ctx,
-		cancel:   cancel,
-		prefetch: make(chan struct{}, cfg.PrefetchConcurrency),
+		cfg:         cfg,
+		server:      server,
+		udp:         &dns.Client{Net: "udp", Timeout: cfg.Timeout, UDPSize: 4096},
+		tcp:         &dns.Client{Net: "tcp", Timeout: cfg.Timeout},
+		now:         time.Now,
+		entries:     make(map[string]*list.Element),
+		lru:         list.New(),
+		calls:       make(map[string]*dnsCall),
+		prefetching: make(map[string]struct{}),
+		ctx:         ctx,
+		cancel:      cancel,
+		prefetch:    make(chan struct{}, cfg.PrefetchConcurrency),
 	}
 }
 
@@ -427,17 +432,24 @@ func (r *Resolver) Prefetch(host string) {
 	if _, ok := r.calls[name]; ok {
 		return
 	}
+	if _, ok := r.prefetching[name]; ok {
+		return
+	}
 	select {
 	case r.prefetch <- struct{}{}:
 	default:
 		r.prefetchDropped.Add(1)
 		return
 	}
+	r.prefetching[name] = struct{}{}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.prefetch }()
 		_, _ = r.LookupAddrs(r.ctx, name)
+		r.mu.Lock()
+		delete(r.prefetching, name)
+		r.mu.Unlock()
 	}()
 }
 

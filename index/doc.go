@@ -80,6 +80,11 @@
 //
 // # Storage (Badger, keys under "i:")
 //
+// The index orders its writers itself (mu, anchorMu, flushMu) and expects
+// a DB opened without Badger's conflict detection, as node.BadgerOptions
+// opens it: with it, AddAnchorsBatch fails with ErrConflict when a Put
+// commits a page it read.
+//
 //	i:m:alloc               next docID (written by every Put)
 //	i:m:flush               flush watermark, term count, postings bytes (written by every flush)
 //	i:m:analyzer            Analyzer.Version of the postings
