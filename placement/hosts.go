@@ -43,6 +43,9 @@ type hostTable struct {
 	holders map[string][]peer.ID
 	// pulls are the hosts being pulled (and then taken over, if takeover).
 	pulls map[string]*pull
+	// takeovers are the hosts of the last scan (scanTakeovers) not yet
+	// looked at by startTakeovers, in order.
+	takeovers []string
 	// asked counts the pulls under way per member and host: their
 	// answers come as replica items from members that need not be among
 	// the host's holders, and are taken because they were asked for.
@@ -264,30 +267,37 @@ func (m *Machine) startPull(h string, from []peer.ID, takeover bool) {
 	m.emit(Pull{Host: h, From: from})
 }
 
-// scanTakeovers starts the takeovers of the hosts this node owns and may
-// crawl but for its role: replica hosts, and hosts of the crawler that
-// were not handed in. At most PullParallel pulls run at once; suspected
-// members are not asked.
+// scanTakeovers lists, in order, the hosts this node owns and may crawl
+// but for its role: replica hosts, and hosts of the crawler that were not
+// handed in; startTakeovers starts them.
 func (m *Machine) scanTakeovers() {
 	t := &m.hosts
-	if len(t.pulls) >= m.cfg.PullParallel {
-		return
-	}
-	var cands []string
+	t.takeovers = t.takeovers[:0]
 	for h, r := range t.role {
 		if r == Replica {
-			cands = append(cands, h)
+			t.takeovers = append(t.takeovers, h)
 		}
 	}
 	for h := range t.crawl {
 		if t.role[h] == None {
-			cands = append(cands, h)
+			t.takeovers = append(t.takeovers, h)
 		}
 	}
-	slices.Sort(cands)
-	for _, h := range cands {
-		if len(t.pulls) >= m.cfg.PullParallel {
-			return
+	slices.Sort(t.takeovers)
+	m.startTakeovers()
+}
+
+// startTakeovers starts the takeovers the last scan listed, while fewer
+// than PullParallel pulls run. It runs again whenever a pull ends, so a
+// node that meets many new hosts at once takes them over as fast as the
+// pulls go, not PullParallel per scan. Suspected members are not asked.
+func (m *Machine) startTakeovers() {
+	t := &m.hosts
+	for len(t.takeovers) > 0 && len(t.pulls) < m.cfg.PullParallel {
+		h := t.takeovers[0]
+		t.takeovers = t.takeovers[1:]
+		if r := t.role[h]; r != Replica && (r != None || !t.crawl[h]) {
+			continue // handed in or taken over since the scan
 		}
 		if t.pulls[h] != nil || m.owner(h) != m.cfg.Self || !m.gateOpen(m.now, h) {
 			continue
@@ -310,6 +320,7 @@ func (m *Machine) pulled(h string) {
 	}
 	if !p.takeover {
 		delete(m.hosts.pulls, h)
+		m.startTakeovers()
 		return
 	}
 	p.taking = true
@@ -321,6 +332,7 @@ func (m *Machine) tookOver(ev TookOver) {
 		return
 	}
 	delete(m.hosts.pulls, ev.Host)
+	defer m.startTakeovers()
 	if ev.Err != nil {
 		return // the next scan tries again
 	}

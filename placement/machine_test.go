@@ -266,6 +266,61 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
+// TestTakeoversKeepGoing: a node that meets many new hosts at once takes
+// them over as fast as the pulls end, PullParallel at a time, not
+// PullParallel per scan; a host handed in meanwhile is not taken over.
+func TestTakeoversKeepGoing(t *testing.T) {
+	self := peer.ID("self")
+	cfg := testConfig(self, false)
+	m := New(cfg, Saved{}, t0)
+	var hosts []string
+	for i := range 5 * cfg.PullParallel {
+		hosts = append(hosts, fmt.Sprintf("host-%03d.test", i))
+	}
+	handedIn := hosts[len(hosts)-1]
+	m.Step(at(1), Hosts{Hosts: hosts})
+	now := at(1)
+	took := map[string]bool{}
+	for step := 0; ; step++ {
+		var events []Event
+		pulls := 0
+		for _, a := range m.Ready() {
+			switch a := a.(type) {
+			case Pull:
+				pulls++
+				events = append(events, Pulled{Host: a.Host})
+			case TakeOver:
+				events = append(events, TookOver{Host: a.Host})
+				took[a.Host] = true
+			}
+		}
+		if pulls > cfg.PullParallel {
+			t.Fatalf("%d pulls started at once, want at most %d", pulls, cfg.PullParallel)
+		}
+		if step == 0 {
+			m.Step(now, HandedIn{Host: handedIn})
+		}
+		if len(events) == 0 {
+			break
+		}
+		now = now.Add(time.Millisecond)
+		for _, ev := range events {
+			m.Step(now, ev)
+		}
+	}
+	if now.After(at(2)) {
+		t.Fatalf("takeovers waited for a scan: the last at %v", now.Sub(t0))
+	}
+	for _, h := range hosts {
+		if !m.MayCrawl(now, h) {
+			t.Fatalf("%s not crawled after the takeovers", h)
+		}
+		if took[h] == (h == handedIn) {
+			t.Fatalf("%s taken over: %v", h, took[h])
+		}
+	}
+}
+
 // TestReplicationWaits: a stored item waits for the host's other holder;
 // a holder that misses the wait is suspected, and the item goes to a
 // stand-in, waited for in its place; while suspected, new items go to the

@@ -76,9 +76,68 @@ type CrawlReport struct {
 	// HostsByNode counts, per host, how many nodes fetched from it (owner
 	// exclusivity): hosts fetched by more than one node.
 	HostsSharedByNodes int `json:"hosts_shared_by_nodes"`
+	// LastHost is the host whose last request ended last: with one
+	// request in flight per host, its chain of requests bounds the crawl's
+	// wall time.
+	LastHost *HostTimeline `json:"last_host,omitempty"`
 	// CorpusHTML adds the corpus_html_* keys when the web served directory
 	// sites.
 	*CorpusHTML
+}
+
+// HostTimeline splits one host's requests into time the web spent
+// answering them and time between them, when the host waited on its
+// crawler (its politeness delay included).
+type HostTimeline struct {
+	Host     string `json:"host"`
+	Requests int    `json:"requests"`
+	// FirstStartS and LastEndS are seconds from the crawl's first request.
+	FirstStartS float64 `json:"first_start_s"`
+	LastEndS    float64 `json:"last_end_s"`
+	// ServingS sums the requests' durations at the web; BetweenS the gaps
+	// from one request's end to the next one's start; BetweenP50MS and
+	// BetweenP99MS are percentiles of those gaps.
+	ServingS     float64 `json:"serving_s"`
+	BetweenS     float64 `json:"between_s"`
+	BetweenP50MS float64 `json:"between_p50_ms"`
+	BetweenP99MS float64 `json:"between_p99_ms"`
+}
+
+// lastHostTimeline returns the timeline of the host whose last request
+// ended last; fetches of each host are sorted by start.
+func lastHostTimeline(byHost map[string][]fetch, first time.Time) *HostTimeline {
+	var host string
+	var end time.Time
+	for h, fs := range byHost {
+		for _, f := range fs {
+			if f.End.After(end) || (f.End.Equal(end) && h < host) {
+				host, end = h, f.End
+			}
+		}
+	}
+	fs := byHost[host]
+	if len(fs) == 0 {
+		return nil
+	}
+	t := &HostTimeline{Host: host, Requests: len(fs), FirstStartS: round3(fs[0].Start.Sub(first).Seconds()), LastEndS: round3(end.Sub(first).Seconds())}
+	var serving, between time.Duration
+	gaps := make([]float64, 0, len(fs))
+	for i, f := range fs {
+		serving += f.End.Sub(f.Start)
+		if i > 0 {
+			g := max(0, f.Start.Sub(fs[i-1].End))
+			between += g
+			gaps = append(gaps, float64(g)/float64(time.Millisecond))
+		}
+	}
+	t.ServingS = round3(serving.Seconds())
+	t.BetweenS = round3(between.Seconds())
+	if len(gaps) > 0 {
+		sort.Float64s(gaps)
+		t.BetweenP50MS = round3(gaps[len(gaps)/2])
+		t.BetweenP99MS = round3(gaps[min(len(gaps)-1, len(gaps)*99/100)])
+	}
+	return t
 }
 
 // NetworkReport is the network section (issue 5).
@@ -469,6 +528,7 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 		r.DuplicateRate = float64(r.DuplicateFetches) / float64(r.PagesExpected)
 	}
 	if !first.IsZero() {
+		r.LastHost = lastHostTimeline(byHost, first)
 		r.Seconds = round3(last.Sub(first).Seconds())
 		if r.Seconds > 0 {
 			r.PagesPerSecond = round3(float64(r.PagesFetched) / r.Seconds)

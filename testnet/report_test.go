@@ -52,6 +52,11 @@ func TestCrawlChecks(t *testing.T) {
 			t.Errorf("%s = %d, want %d (report %+v)", c.name, c.got, c.want, r)
 		}
 	}
+	// a.test's chain ends last: 7 requests, 50 ms served, 49 ms between.
+	wantLast := HostTimeline{Host: "a.test", Requests: 7, FirstStartS: 0, LastEndS: 0.099, ServingS: 0.05, BetweenS: 0.049, BetweenP50MS: 10, BetweenP99MS: 10}
+	if r.LastHost == nil || *r.LastHost != wantLast {
+		t.Errorf("last host %+v, want %+v", r.LastHost, wantLast)
+	}
 	// A page larger than the crawler's cap: it hangs up after the cap, and
 	// the web, still writing, logs the response as incomplete. The page
 	// was fetched; one cut short before the cap was not.
