@@ -159,8 +159,14 @@ type frontier struct {
 	// host (BENCHMARKS.md: 18 % of a node's CPU on the corpus). Entries of
 	// stripe i live in queueFrom[i], guarded by stripes[i]. A mark that is
 	// too high would only delay a better entry (an empty seek falls back to
-	// the prefix), never lose one.
-	queueFrom [256]map[string][]byte
+	// the prefix), never lose one. A mark read as a host's first live
+	// key also keeps that entry's URL (queueMark.url), so that the head a
+	// worker takes next is not sought a second time: the release after a
+	// fetch reads the next head to schedule the host by it, and the
+	// worker's next slot takes it from the mark. A lowered mark has no
+	// URL; head checks an entry taken from a mark against its seen record,
+	// as one it sought.
+	queueFrom [256]map[string]queueMark
 
 	mu      sync.Mutex
 	hosts   map[string]*hostState
@@ -184,7 +190,7 @@ func newFrontier(db *badger.DB, cfg PolitenessConfig, budget int, clock Clock, b
 		wake:  make(chan struct{}, 1),
 	}
 	for i := range f.queueFrom {
-		f.queueFrom[i] = make(map[string][]byte)
+		f.queueFrom[i] = make(map[string]queueMark)
 	}
 	if bloomExpected > 0 {
 		f.bloom = newBloomFilter(bloomExpected)
@@ -458,7 +464,7 @@ func (f *frontier) release(h *hostState, now time.Time, o fetchOutcome, resp, re
 
 func (f *frontier) readHead(host string) (cash float64, depth int, ok bool) {
 	_ = f.db.View(func(txn *badger.Txn) error {
-		key, _, err := f.firstQueued(txn, host, false)
+		key, _, err := f.firstQueued(txn, host)
 		if err == nil && key != nil {
 			_, cash, depth, err = decodeQueueKey(key)
 			ok = err == nil
@@ -468,23 +474,29 @@ func (f *frontier) readHead(host string) (cash float64, depth int, ok bool) {
 	return cash, depth, ok
 }
 
-// firstQueued returns host's first live queue key (nil if none) and, with
-// withValue, its URL, seeking from the host's mark, which it then moves
-// to that key. Callers hold host's stripe lock, so no add commits a key
-// below the mark between the read and the move.
-func (f *frontier) firstQueued(txn *badger.Txn, host string, withValue bool) (key, val []byte, err error) {
-	prefix := queuePrefix(host)
-	opt := badger.IteratorOptions{Prefix: prefix}
-	if withValue {
-		opt.PrefetchValues, opt.PrefetchSize = true, 1
-	}
-	it := txn.NewIterator(opt)
-	defer it.Close()
+// queueMark is a host's queue mark: a key at or below its first live
+// queue entry, and, when the key was read as that entry, its URL.
+type queueMark struct {
+	key, url []byte
+}
+
+// firstQueued returns host's first live queue key (nil if none) and its
+// URL, from the host's mark when the mark holds the entry read last,
+// else seeking from the mark, which it then moves to that key. Callers
+// hold host's stripe lock, so no add commits a key below the mark
+// between the read and the move.
+func (f *frontier) firstQueued(txn *badger.Txn, host string) (key, val []byte, err error) {
 	marks := f.queueFrom[stripeOf(host)]
 	from := marks[host]
-	if from == nil {
+	if from.url != nil {
+		return from.key, from.url, nil
+	}
+	prefix := queuePrefix(host)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 1})
+	defer it.Close()
+	if from.key == nil {
 		it.Rewind()
-	} else if it.Seek(from); !it.Valid() {
+	} else if it.Seek(from.key); !it.Valid() {
 		it.Rewind() // empty above the mark: make sure before saying so
 	}
 	if !it.Valid() {
@@ -492,21 +504,28 @@ func (f *frontier) firstQueued(txn *badger.Txn, host string, withValue bool) (ke
 		return nil, nil, nil
 	}
 	key = it.Item().KeyCopy(nil)
-	if withValue {
-		if val, err = it.Item().ValueCopy(nil); err != nil {
-			return nil, nil, err
-		}
+	if val, err = it.Item().ValueCopy(nil); err != nil {
+		return nil, nil, err
 	}
-	marks[host] = key
+	marks[host] = queueMark{key: key, url: val}
 	return key, val, nil
+}
+
+// forgetQueuedURL keeps host's mark but not the entry read there, which
+// turned out not to be live. Callers hold host's stripe lock.
+func (f *frontier) forgetQueuedURL(host string) {
+	marks := f.queueFrom[stripeOf(host)]
+	if m, ok := marks[host]; ok {
+		marks[host] = queueMark{key: m.key}
+	}
 }
 
 // lowerQueueMark keeps host's mark at or below key, a queue key just
 // committed. Callers hold host's stripe lock.
 func (f *frontier) lowerQueueMark(host string, key []byte) {
 	marks := f.queueFrom[stripeOf(host)]
-	if from, ok := marks[host]; ok && bytes.Compare(key, from) < 0 {
-		marks[host] = key
+	if from, ok := marks[host]; ok && bytes.Compare(key, from.key) < 0 {
+		marks[host] = queueMark{key: key}
 	}
 }
 
@@ -530,7 +549,7 @@ func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
 		var orphan []byte
 		unlock := f.lockHosts(host)
 		err := f.db.View(func(txn *badger.Txn) error {
-			key, u, err := f.firstQueued(txn, host, true)
+			key, u, err := f.firstQueued(txn, host)
 			if err != nil || key == nil {
 				return err
 			}
@@ -554,6 +573,9 @@ func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
 			q = &queued{key: key, host: host, hash: hash, rec: rec}
 			return nil
 		})
+		if orphan != nil || err != nil {
+			f.forgetQueuedURL(host)
+		}
 		unlock()
 		if err != nil {
 			return nil, fmt.Errorf("frontier head of %s: %w", host, err)
@@ -851,6 +873,7 @@ func (f *frontier) finish(q *queued, update func(rec *seenRecord), extra func(tx
 	}
 	credited()
 	if removed {
+		f.forgetQueuedURL(q.host) // the entry read at the mark, most likely
 		f.mu.Lock()
 		f.hosts[q.host].queued--
 		f.queued--

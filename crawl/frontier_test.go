@@ -409,6 +409,17 @@ func TestFrontierHeadAfterMark(t *testing.T) {
 					}
 					seq++
 					model[u] = &entry{rec.Cash, rec.Depth, seq}
+				case op < 7 && len(model) > 0: // fetched elsewhere: often the head a release just read
+					u := best()
+					if rng.IntN(2) == 0 {
+						for u = range model {
+							break
+						}
+					}
+					if err := f.markDone([]addItem{{url: u, host: "a"}}, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+					delete(model, u)
 				default: // fetch the head
 					q, err := f.head(t.Context(), "a")
 					if err != nil {

@@ -488,6 +488,9 @@ func (f *frontier) markDone(items []addItem, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	for host := range removed {
+		f.forgetQueuedURL(host)
+	}
 	if f.bloom != nil {
 		for _, it := range items {
 			f.bloom.add(hashURL(it.url))
