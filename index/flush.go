@@ -235,13 +235,17 @@ type termUpdate struct {
 	entries       []kv
 	dTerms, dPost int64
 	newTail       []byte
+	// firstFlush: the term had no postings before this flush. Its tail
+	// is not cached (tailCache says why).
+	firstFlush bool
 }
 
 type kv struct{ k, v []byte }
 
 type tailUpdate struct {
-	term string
-	val  []byte
+	term       string
+	val        []byte
+	firstFlush bool
 }
 
 // termEncoder merges pending postings into terms' tails; one per worker.
@@ -300,13 +304,14 @@ func (e *termEncoder) encodeChunk(rtxn *badger.Txn, pend *pendingIndex, c *flush
 func (e *termEncoder) encodeTerm(ups []termUpdate, term string, tail []byte, found bool) ([]termUpdate, error) {
 	fresh := &e.fresh
 	tk := blockKey(nil, term, tailKey)
+	firstFlush := !found
 	for lo := 0; lo < len(fresh.docs); {
 		hi, est := lo, int64(0)
 		for hi < len(fresh.docs) && (hi == lo || est < e.chunkBytes) {
 			est += 4 + 2*int64(fresh.posOff[hi+1]-fresh.posOff[hi])
 			hi++
 		}
-		u := termUpdate{term: term}
+		u := termUpdate{term: term, firstFlush: firstFlush}
 		if err := e.encodeRange(&u, tk, tail, found, lo, hi); err != nil {
 			return ups, err
 		}
@@ -463,7 +468,7 @@ func (w *postingsWriter) add(u *termUpdate) error {
 	w.count += n
 	w.dTerms += u.dTerms
 	w.dPost += u.dPost
-	w.tails = append(w.tails, tailUpdate{u.term, u.newTail})
+	w.tails = append(w.tails, tailUpdate{u.term, u.newTail, u.firstFlush})
 	return nil
 }
 
@@ -507,7 +512,9 @@ func (w *postingsWriter) wait() error {
 	w.terms += f.dTerms
 	w.postSize += f.dPost
 	for _, t := range f.tails {
-		w.ix.tails.put(t.term, t.val)
+		if !t.firstFlush {
+			w.ix.tails.put(t.term, t.val)
+		}
 	}
 	ix := w.ix
 	ix.mu.Lock()

@@ -5,7 +5,9 @@ package index
 // Badger. It is only an optimisation: Badger stays the truth, an entry is
 // set only after the transaction writing that value committed, and the
 // whole cache is dropped when a flush fails. Least recently used entries
-// are evicted past maxBytes. Used by the flusher only (under flushMu), so
+// are evicted past maxBytes. A term's tail is admitted from its second
+// flush on: most terms new to a flush (numbers, names, identifiers) never
+// come back, and caching them evicted the tails of the terms that do. Used by the flusher only (under flushMu), so
 // it has no lock.
 type tailCache struct {
 	maxBytes int
