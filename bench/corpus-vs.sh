@@ -106,6 +106,8 @@ col_pages = col["pages_indexed"]
 col_cpu = col["cpu_seconds"] + web_cpu
 rows = [
     ("wall time, first request to last (s)", cr["seconds"], col["fetch_seconds"]),
+    ("wall time, until every page is searchable (sou: first request to the node idle; colly: first seed to last Bleve batch) (s)",
+     cr.get("searchable_seconds"), col["seconds"]),
     ("wall time, whole run (sou: `testnet run` start to exit; colly: first seed to last Bleve batch) (s)", sou_wall, col["seconds"]),
     ("pages (sou: required pages fetched; colly: HTML documents sent to Bleve)", sou_pages, col_pages),
     ("  sou: corpus HTML files fetched", cr.get("corpus_html_fetched"), None),

@@ -65,6 +65,13 @@ type CrawlReport struct {
 	// launcher, attackers if any); CPUMsPerPage is that per page fetched.
 	CPUSecondsAll float64 `json:"cpu_seconds_all"`
 	CPUMsPerPage  float64 `json:"cpu_ms_per_page"`
+	// SearchableSeconds is the time from the first request until every
+	// node was found idle: nothing left to fetch or forward, and every
+	// page fetched searchable with the anchor texts recorded for it. It
+	// is the crawl's end as a searcher sees it (Seconds ends at the last
+	// request). The WAN simulator does not report it.
+	SearchableSeconds float64 `json:"searchable_seconds,omitempty"`
+	firstRequest      time.Time
 	// Missing lists (up to 20) required pages nobody fetched.
 	Missing []string `json:"missing,omitempty"`
 	// Duplicates lists (up to 20) URLs fetched more than once.
@@ -527,6 +534,7 @@ func crawlChecks(truth *simweb.Truth, fetches []fetch, delay func(host string) t
 		r.Coverage = float64(r.PagesFetched) / float64(r.PagesExpected)
 		r.DuplicateRate = float64(r.DuplicateFetches) / float64(r.PagesExpected)
 	}
+	r.firstRequest = first
 	if !first.IsZero() {
 		r.LastHost = lastHostTimeline(byHost, first)
 		r.Seconds = round3(last.Sub(first).Seconds())

@@ -271,7 +271,8 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 		return nil, fmt.Errorf("seed the crawl: %w", err)
 	}
 	kills := &killLog{}
-	if err := crawlToCompletion(ctx, cfg, l, web, rep, kills, hostile, logf); err != nil {
+	idleSince, err := crawlToCompletion(ctx, cfg, l, web, rep, kills, hostile, logf)
+	if err != nil {
 		return nil, err
 	}
 	procs.sample(l)
@@ -304,6 +305,9 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 		return d
 	}, nodeBodyCap(), crawl.FastConfig().Fetch.FirstByteTimeout)
 	rep.Crawl.classify(fetches, kills.list())
+	if first := rep.Crawl.firstRequest; !first.IsZero() && idleSince.After(first) {
+		rep.Crawl.SearchableSeconds = round3(idleSince.Sub(first).Seconds())
+	}
 	rep.Crawl.CPUSecondsAll = round3(crawlCPU)
 	if rep.Crawl.PagesFetched > 0 {
 		rep.Crawl.CPUMsPerPage = round3(1000 * crawlCPU / float64(rep.Crawl.PagesFetched))
@@ -496,8 +500,9 @@ const notIdleEvery = 15 * time.Second
 
 // crawlToCompletion polls the nodes until every live node is idle with an
 // empty outbox and the web has seen no request for a while, running the
-// scenario's joins, kills and crashes on the way.
-func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *simweb.Web, rep *Report, kills *killLog, hostile *hostileRun, logf func(string, ...any)) error {
+// scenario's joins, kills and crashes on the way. It returns the moment
+// the nodes were found idle for good (quietDetector).
+func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *simweb.Web, rep *Report, kills *killLog, hostile *hostileRun, logf func(string, ...any)) (time.Time, error) {
 	joinAt, _ := parseTrigger("join-at", cfg.JoinAt)
 	killAt, _ := parseTrigger("kill-at", cfg.KillAt)
 	restartAt, _ := parseTrigger("restart-at", cfg.RestartAt)
@@ -520,13 +525,13 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return time.Time{}, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			why := whyNotIdle(ctx, l, hostile, time.Now())
 			logf("%5.1fs  not idle: %s", time.Since(start).Seconds(), why)
-			return fmt.Errorf("crawl did not finish within %v: %s (node logs in %s)", cfg.Timeout, why, l.root)
+			return time.Time{}, fmt.Errorf("crawl did not finish within %v: %s (node logs in %s)", cfg.Timeout, why, l.root)
 		}
 		reqs, fetched := prog.update(web)
 		fraction := float64(fetched) / float64(expected)
@@ -539,7 +544,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 			joinAt.set = false
 			i := len(l.all())
 			if _, err := l.start(ctx, i, l.bootstrapAddrs()); err != nil {
-				return fmt.Errorf("join node %d: %w", i, err)
+				return time.Time{}, fmt.Errorf("join node %d: %w", i, err)
 			}
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d joined at %.0f%%", elapsed.Seconds(), i, 100*fraction))
 			logf("node %d joined", i)
@@ -556,7 +561,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 				}
 			}
 			if len(candidates) == 0 {
-				return errors.New("--kill-at: no node to kill")
+				return time.Time{}, errors.New("--kill-at: no node to kill")
 			}
 			victim := candidates[rng.IntN(len(candidates))]
 			kills.kill(victim)
@@ -576,7 +581,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 		}
 		if restarting != nil && time.Now().After(restartDue) {
 			if err := kills.restart(ctx, restarting, l.bootstrapAddrs()); err != nil {
-				return fmt.Errorf("restart node %d: %w", restarting.Index, err)
+				return time.Time{}, fmt.Errorf("restart node %d: %w", restarting.Index, err)
 			}
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d restarted", time.Since(start).Seconds(), restarting.Index))
 			logf("node %d restarted", restarting.Index)
@@ -588,7 +593,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 			victim := live[rng.IntN(len(live))]
 			kills.kill(victim)
 			if err := kills.restart(ctx, victim, l.bootstrapAddrs()); err != nil {
-				return fmt.Errorf("restart node %d after SIGKILL: %w", victim.Index, err)
+				return time.Time{}, fmt.Errorf("restart node %d after SIGKILL: %w", victim.Index, err)
 			}
 			rep.Events = append(rep.Events, fmt.Sprintf("%.1fs: node %d killed (SIGKILL) and restarted at %.0f%%", elapsed.Seconds(), victim.Index, 100*fraction))
 			logf("node %d killed and restarted", victim.Index)
@@ -611,7 +616,7 @@ func crawlToCompletion(ctx context.Context, cfg RunConfig, l *launcher, web *sim
 		}
 		if quiet.done(allIdle, reqs, time.Now()) {
 			logf("%5.1fs  crawl finished: %d/%d required pages, %d requests", time.Since(start).Seconds(), fetched, expected, reqs)
-			return nil
+			return quiet.since, nil
 		}
 	}
 }

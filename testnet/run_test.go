@@ -65,6 +65,11 @@ func TestSingleNodeCrawlAllMisbehaviour(t *testing.T) {
 	if rep.Crawl.PagesFetched == 0 || rep.Search == nil || rep.Search.ZeroResults == rep.Search.Queries {
 		t.Fatalf("nothing crawled or found: %+v %+v", rep.Crawl, rep.Search)
 	}
+	// Pages become searchable after they are fetched: the crawl's end for a
+	// searcher comes after its last request.
+	if rep.Crawl.SearchableSeconds < rep.Crawl.Seconds || rep.Crawl.SearchableSeconds <= 0 {
+		t.Errorf("searchable after %v s, last request at %v s", rep.Crawl.SearchableSeconds, rep.Crawl.Seconds)
+	}
 }
 
 // TestSIGKILLs is issue 9's kill-and-restart harness at CI size: 50
