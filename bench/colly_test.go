@@ -169,10 +169,10 @@ func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, w
 // visitedOnce is colly's in-memory storage with its visited check made
 // atomic. colly asks IsVisited and then records Visited, two calls, so
 // the goroutines of an async collector that parse pages sharing a
-// navigation all find a link unvisited and all fetch it: on the corpus,
-// 20,571 of 79,665 requests (26 %) fetched a URL again, up to 32 times
-// (its workers), and each copy was parsed and indexed again. colly calls
-// IsVisited only right before Visited (requestCheck, its redirect check;
+// navigation all find a link unvisited and all fetch it, up to once per
+// worker, each copy parsed and indexed again (on the corpus a quarter of
+// its requests: BENCHMARKS.md, "A fair baseline"). colly calls IsVisited
+// only right before Visited (requestCheck, its redirect check;
 // HasVisited, which the benchmarks do not call, aside), so answering it
 // by test-and-set gives each URL one fetch, the baseline's best.
 type visitedOnce struct {

@@ -7,8 +7,9 @@ package index
 // whole cache is dropped when a flush fails. Least recently used entries
 // are evicted past maxBytes. A term's tail is admitted from its second
 // flush on: most terms new to a flush (numbers, names, identifiers) never
-// come back, and caching them evicted the tails of the terms that do. Used by the flusher only (under flushMu), so
-// it has no lock.
+// come back, and caching them evicted the tails of the terms that do
+// (BENCHMARKS.md, "A fair baseline"). Used by the flusher only (under
+// flushMu), so it has no lock.
 type tailCache struct {
 	maxBytes int
 	bytes    int
