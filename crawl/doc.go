@@ -25,6 +25,10 @@
 // already fetched from the host (170× slower at 20,000 fetched,
 // BenchmarkFrontierFetchOrder). A mark that is wrong could only delay a
 // better entry: an empty seek rewinds before it says the queue is empty.
+// A mark read as the head also keeps its URL until the entry is fetched
+// or a better one added, so that the head the release after a fetch
+// reads (to schedule the host) is not sought again by the next slot;
+// the slot checks it against its seen record like any head.
 //
 // OPIC: seeds get Config.SeedCash; a fetched page's cash is split equally
 // over its followable out-links (and its canonical and meta-refresh targets,
