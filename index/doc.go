@@ -218,12 +218,13 @@
 // three quarters of Badger's MaxBatchSize/MaxBatchCount), committing one
 // while building the next. Small commits matter: every new Badger
 // transaction (a query's, a Put's) waits for the commits in flight, and
-// the old single flush transaction of many megabytes stalled them all. The tail blocks of recently
-// flushed terms are kept in a cache (LRU, TailCacheBytes, default 16 MiB;
-// a term from its second flush on, since most terms new to a flush never
-// return) so that a frequent term's tail is not read back from Badger; an entry is
-// set only after its transaction committed, and the cache is dropped when
-// a flush fails, so Badger stays the truth.
+// the old single flush transaction of many megabytes stalled them all.
+// The tail blocks of recently flushed terms are kept in a cache (LRU,
+// TailCacheBytes, default 16 MiB; a term from its second flush on, since
+// most terms new to a flush never return) so that a frequent term's tail
+// is not read back from Badger; an entry is set only after its
+// transaction committed, and the cache is dropped when a flush fails, so
+// Badger stays the truth.
 //
 // There is no on-disk format change from the single-transaction flush
 // (a test checks that every configuration writes the same bytes); there
