@@ -48,25 +48,22 @@ func (p *postingList) add(doc uint32, tf [NumFields]uint32, pos []uint32) {
 
 func (p *postingList) positions(i int) []uint32 { return p.pos[p.posOff[i]:p.posOff[i+1]] }
 
-// BlockHeader carries a block's bounds for block-max pruning (the largest
-// per-field TF and the smallest per-field length among documents having the
-// term in that field) and the same bounds cumulated over the term's list up
-// to this block, so the last block of a term describes the whole term.
+// BlockHeader carries a block's bounds for block-max pruning: the largest
+// per-field TF and the smallest per-field length among documents having
+// the term in that field. A list's bounds and DF are those of its blocks
+// together (Reader.Postings reads every header anyway).
 type BlockHeader struct {
-	N         int
-	docBytes  int // length of the doc+TF section, positions follow it
-	LastDoc   uint32
-	CumDF     uint32 // documents in this and all earlier blocks (tombstoned ones included)
-	MaxTF     [NumFields]uint32
-	MinLen    [NumFields]uint32
-	CumMaxTF  [NumFields]uint32
-	CumMinLen [NumFields]uint32
+	N        int
+	docBytes int // length of the doc+TF section, positions follow it
+	LastDoc  uint32
+	MaxTF    [NumFields]uint32
+	MinLen   [NumFields]uint32
 }
 
 // encodeBlock appends the block encoding of p's entries [lo,hi) to dst.
-// Layout: header (count, last docID, cumulative DF, bounds of the fields
-// present, cumulative bounds unless equal); first docID then d-gaps; per doc a field mask byte
-// and the TF of each present field; then per doc its positions as d-gaps.
+// Layout: header (count, last docID, bounds of the fields present); first
+// docID then d-gaps; per doc a field mask byte and the TF of each present
+// field; then per doc its positions as d-gaps.
 func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte {
 	dst = appendHeader(dst, h, hi-lo, p.docs[hi-1])
 	// The doc+TF section is prefixed by its length so that a reader that
@@ -82,15 +79,7 @@ func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte 
 func appendHeader(dst []byte, h *BlockHeader, n int, last uint32) []byte {
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = binary.AppendUvarint(dst, uint64(last))
-	dst = binary.AppendUvarint(dst, uint64(h.CumDF))
-	// Bounds only for fields that occur; most terms have one short block
-	// whose cumulative bounds equal its own (flag 0x80), so the header of a
-	// rare term costs a few bytes.
-	dst = appendBounds(dst, &h.MaxTF, &h.MinLen, h.CumMaxTF == h.MaxTF && h.CumMinLen == h.MinLen)
-	if h.CumMaxTF != h.MaxTF || h.CumMinLen != h.MinLen {
-		dst = appendBounds(dst, &h.CumMaxTF, &h.CumMinLen, false)
-	}
-	return dst
+	return appendBounds(dst, &h.MaxTF, &h.MinLen)
 }
 
 // appendDocGaps appends the docIDs of p[lo:hi] as gaps from prev (the
@@ -134,48 +123,6 @@ func appendPositions(dst []byte, p *postingList, lo, hi int) []byte {
 	return dst
 }
 
-// appendToBlock writes, under header h, the block that encodeBlock would
-// write for the docs of the encoded block b followed by p[lo:hi], without
-// decoding b: b's three sections (docIDs, TFs, positions) each stay bytes
-// and the new docs' are spliced in after them. It returns false, writing
-// nothing, when drop accepts one of b's docs (the caller then decodes b
-// to leave that doc out). p[lo:] must follow b's last doc.
-func appendToBlock(dst, b []byte, h *BlockHeader, p *postingList, lo, hi int, drop func(uint32) bool, scratch []byte) ([]byte, []byte, bool, error) {
-	var old BlockHeader
-	off, err := decodeHeader(b, &old)
-	if err != nil {
-		return dst, scratch, false, err
-	}
-	r := byteReader{b: b[:off+old.docBytes], off: off}
-	doc := uint32(0)
-	for i := range old.N {
-		g := r.uvarint()
-		if i > 0 && g == 0 {
-			return dst, scratch, false, errCorrupt
-		}
-		doc += g
-		if r.err == nil && drop != nil && drop(doc) {
-			return dst, scratch, false, nil
-		}
-	}
-	if r.err != nil || doc != old.LastDoc || p.docs[lo] <= doc {
-		return dst, scratch, false, errCorrupt
-	}
-	ids := r.off
-	scratch = appendDocGaps(scratch[:0], p, lo, hi, doc)
-	newIDs := len(scratch)
-	scratch = appendTFs(scratch, p, lo, hi)
-	secEnd := off + old.docBytes
-	dst = appendHeader(dst, h, old.N+hi-lo, p.docs[hi-1])
-	dst = binary.AppendUvarint(dst, uint64(old.docBytes+len(scratch)))
-	dst = append(dst, b[off:ids]...)
-	dst = append(dst, scratch[:newIDs]...)
-	dst = append(dst, b[ids:secEnd]...)
-	dst = append(dst, scratch[newIDs:]...)
-	dst = append(dst, b[secEnd:]...)
-	return appendPositions(dst, p, lo, hi), scratch, true, nil
-}
-
 type byteReader struct {
 	b   []byte
 	off int
@@ -210,12 +157,7 @@ func decodeHeader(b []byte, h *BlockHeader) (int, error) {
 	r := byteReader{b: b}
 	h.N = int(r.uvarint())
 	h.LastDoc = r.uvarint()
-	h.CumDF = r.uvarint()
-	if same := readBounds(&r, &h.MaxTF, &h.MinLen); same {
-		h.CumMaxTF, h.CumMinLen = h.MaxTF, h.MinLen
-	} else {
-		readBounds(&r, &h.CumMaxTF, &h.CumMinLen)
-	}
+	readBounds(&r, &h.MaxTF, &h.MinLen)
 	h.docBytes = int(r.uvarint())
 	if r.err == nil && h.docBytes > len(b)-r.off {
 		r.err = errCorrupt
@@ -226,20 +168,16 @@ func decodeHeader(b []byte, h *BlockHeader) (int, error) {
 	return r.off, r.err
 }
 
-const sameCumBounds = 0x80
-
-func appendBounds(dst []byte, maxTF, minLen *[NumFields]uint32, same bool) []byte {
+// appendBounds writes a mask of the fields present (bounds only for
+// those: the header of a rare term costs a few bytes), then their bounds.
+func appendBounds(dst []byte, maxTF, minLen *[NumFields]uint32) []byte {
 	var mask byte
 	for f := range NumFields {
 		if maxTF[f] > 0 {
 			mask |= 1 << f
 		}
 	}
-	flags := mask
-	if same {
-		flags |= sameCumBounds
-	}
-	dst = append(dst, flags)
+	dst = append(dst, mask)
 	for f := range NumFields {
 		if mask&(1<<f) != 0 {
 			dst = binary.AppendUvarint(dst, uint64(maxTF[f]))
@@ -249,16 +187,18 @@ func appendBounds(dst []byte, maxTF, minLen *[NumFields]uint32, same bool) []byt
 	return dst
 }
 
-func readBounds(r *byteReader, maxTF, minLen *[NumFields]uint32) (same bool) {
-	flags := r.byte()
+func readBounds(r *byteReader, maxTF, minLen *[NumFields]uint32) {
+	mask := r.byte()
+	if mask>>NumFields != 0 {
+		r.err = errCorrupt
+	}
 	*maxTF, *minLen = [NumFields]uint32{}, [NumFields]uint32{}
 	for f := range NumFields {
-		if flags&(1<<f) != 0 {
+		if mask&(1<<f) != 0 {
 			maxTF[f] = r.uvarint()
 			minLen[f] = r.uvarint()
 		}
 	}
-	return flags&sameCumBounds != 0
 }
 
 // decodedBlock is a block with docIDs and TFs decoded; positions stay
@@ -378,14 +318,17 @@ func tfSum(tf [NumFields]uint32) uint32 {
 	return s
 }
 
-// tailKey marks a term's last block: it is stored under lastDocID
-// 0xFFFFFFFF (never a real docID) so that a flush finds it with a point
-// lookup; a reverse seek in Badger's memtable costs a skiplist search per
-// step and made flushes crawl.
-const tailKey = math.MaxUint32
+// A term's list is its full blocks, of exactly BlockSize docs each, under
+// blockKey(term, last doc), then its appended blocks, of fewer, under
+// appendKey(term, last doc): "i:p:" term 0x00 0xFFFFFFFF last doc, which
+// sorts after every full block (0xFFFFFFFF is never a docID). A flush
+// appends a block of its new docs without reading the list, and merges
+// the appended blocks into full ones now and then (flush.go); every
+// appended block holds docs above every full block's, so key order is
+// docID order.
+const appendMark = math.MaxUint32
 
-// blockKey is "i:p:" term 0x00 lastDocID(big endian): a term's blocks sort
-// by docID, the tail block last.
+// blockKey is the key of the full block of term ending at docID last.
 func blockKey(dst []byte, term string, last uint32) []byte {
 	dst = append(dst, prefixPostings...)
 	dst = append(dst, term...)
@@ -393,9 +336,32 @@ func blockKey(dst []byte, term string, last uint32) []byte {
 	return binary.BigEndian.AppendUint32(dst, last)
 }
 
+// appendKey is the key of the appended block of term ending at docID last.
+func appendKey(dst []byte, term string, last uint32) []byte {
+	return binary.BigEndian.AppendUint32(blockKey(dst, term, appendMark), last)
+}
+
 func termPrefix(term string) []byte {
 	b := make([]byte, 0, len(prefixPostings)+len(term)+5)
 	b = append(b, prefixPostings...)
 	b = append(b, term...)
 	return append(b, 0)
+}
+
+// parseBlockKey reads the last docID of a postings key of the term whose
+// prefix (termPrefix) k has kpLen bytes, and whether the block is
+// appended; ok is false for a key of neither form.
+func parseBlockKey(k []byte, kpLen int) (last uint32, appended, ok bool) {
+	switch len(k) - kpLen {
+	case 4:
+		last = binary.BigEndian.Uint32(k[kpLen:])
+		return last, false, last != appendMark
+	case 8:
+		if binary.BigEndian.Uint32(k[kpLen:]) != appendMark {
+			return 0, false, false
+		}
+		last = binary.BigEndian.Uint32(k[kpLen+4:])
+		return last, true, last != appendMark
+	}
+	return 0, false, false
 }

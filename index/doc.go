@@ -86,8 +86,8 @@
 // commits a page it read.
 //
 //	i:m:alloc               next docID (written by every Put)
-//	i:m:flush               flush watermark, term count, postings bytes (written by every flush)
-//	i:m:analyzer            Analyzer.Version of the postings
+//	i:m:flush               flush watermark, postings bytes (written by every flush)
+//	i:m:analyzer            Analyzer.Version and postings format of the postings
 //	i:u:<url>               docID (uint32 BE), then 1 for a held page
 //	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
 //	i:r:<docID>             raw body as fetched, zstd
@@ -99,8 +99,9 @@
 //	                        in, so that every node holding the URL keeps the same (anchors.go)
 //	i:q:<url>               re-index request (anchors changed for a stored page)
 //	i:z:<host>\x00<docID>   a held page: its owner's analysed form (maybe empty)
-//	i:p:<term>\x00<last>    postings block; <last> is the block's last docID (BE),
-//	                        0xFFFFFFFF for the term's tail block
+//	i:p:<term>\x00<last>    full postings block (BlockSize docs); <last> is its last docID (BE)
+//	i:p:<term>\x00\xff\xff\xff\xff<last>
+//	                        appended postings block (fewer docs), after the full ones
 //
 // Anchor text (AddAnchors, AddAnchorsBatch: one transaction for a page's
 // links) may arrive before or after its page. A page is analysed when the
@@ -177,16 +178,17 @@
 //
 // # Postings
 //
-// Blocks of 128 docs: header (doc count, last docID, cumulative DF, per-field
-// max TF and min field length for the block and cumulated over the list so
-// far), then docIDs as d-gap varints, per doc a field mask and per-field TF
-// varints, then per doc its positions as d-gap varints. Positions of all
-// fields share one space (title, each anchor, headings, body, URL words,
-// separated by gaps so phrases do not cross them). The last block of a term
-// (under the 0xFFFFFFFF key) carries DF and the term-level bounds; a query
-// reads a term's blocks as bytes (without the positions section unless the
-// term is in a phrase), decodes docIDs/TFs of a block only when entered,
-// and skips blocks by their last docID and score bound (block-max).
+// Blocks of up to 128 docs: header (doc count, last docID, per-field max
+// TF and min field length of the block), then docIDs as d-gap varints, per
+// doc a field mask and per-field TF varints, then per doc its positions as
+// d-gap varints. Positions of all fields share one space (title, each
+// anchor, headings, body, URL words, separated by gaps so phrases do not
+// cross them). A term's list is its full blocks (exactly 128 docs) and
+// then its appended blocks (fewer), in docID order in key order. A query
+// reads a term's blocks as bytes (without the positions section unless
+// the term is in a phrase), sums their headers into DF and the term-level
+// bounds, decodes docIDs/TFs of a block only when entered, and skips
+// blocks by their last docID and score bound (block-max).
 //
 // # Indexing path
 //
@@ -202,15 +204,22 @@
 // TFs, position gaps; about 4 bytes per posting, a tenth of the per-page
 // term lists it replaced). A flush runs every FlushDocs queued documents,
 // at FlushBytes of queued text and buffered postings, or every
-// FlushInterval, on a background goroutine ("lazy merge"): it rewrites each touched
-// term's partial tail block with the new postings (dropping tombstoned
-// docs on the way) and appends full blocks. Where the new postings fit in
-// the tail and none of its docs is deleted (most terms of a small flush),
-// they are spliced into the tail's sections as bytes, without decoding
-// it (appendToBlock); the bytes are those a decode and re-encode writes
-// (TestAppendToBlock, TestFlushBatchingWritesSameBytes). Tombstoned postings in full
-// blocks stay until a future compaction (not implemented); queries filter
-// them by the bitset.
+// FlushInterval, on a background goroutine. A flush appends each touched
+// term's new postings as a block of their own, without reading the list
+// (appended postings, not rewritten: a read of every term's last block
+// was the flush's largest cost). Now and then it merges a term's
+// appended blocks instead: it reads them, adds the new postings, writes
+// full blocks of 128 and appends what is left, deleting the blocks it
+// read, with tombstoned docs dropped on the way. A term is merged by one
+// flush in mergeEvery (8) that has postings for it, chosen by a hash of
+// the term so that no per-term state is kept and no flush merges all
+// terms, and by any flush whose new postings for it fill a block. A list
+// thus ends in about 8 appended blocks, and a flush reads the appended
+// blocks of one term in 8 (small values, held in the LSM tree).
+// Tombstoned postings in full blocks stay until a future compaction (not
+// implemented); queries filter them by the bitset. How the pages are
+// batched into flushes changes the blocks, never the postings of the
+// live docs (TestFlushWritesSamePostings).
 //
 // A flush sorts the pending terms, cuts them into chunks that up to
 // GOMAXPROCS (at most 4) workers encode in parallel, and writes the chunks
@@ -219,16 +228,9 @@
 // while building the next. Small commits matter: every new Badger
 // transaction (a query's, a Put's) waits for the commits in flight, and
 // the old single flush transaction of many megabytes stalled them all.
-// The tail blocks of recently flushed terms are kept in a cache (LRU,
-// TailCacheBytes, default 16 MiB; a term from its second flush on, since
-// most terms new to a flush never return) so that a frequent term's tail
-// is not read back from Badger; an entry is set only after its
-// transaction committed, and the cache is dropped when a flush fails, so
-// Badger stays the truth.
 //
-// There is no on-disk format change from the single-transaction flush
-// (a test checks that every configuration writes the same bytes); there
-// is no deployed data to migrate in any case.
+// i:m:analyzer also names the postings format (postingsFormat): an index
+// written in another is rebuilt by Open as after a change of analyzer.
 //
 // # Consistency
 //
@@ -254,18 +256,20 @@
 // after resumes at the watermark.
 //
 // A flush commits postings in several transactions, each holding whole
-// term updates (a term's new full blocks and its new tail together; a term
-// with more new postings than a quarter of a transaction is updated in
-// chunks of docs, each a whole update), and each also writing i:m:flush
-// with the unchanged watermark and the exact term and byte counts so far.
+// term updates (a term's new blocks and the deletion of the appended
+// blocks they replace together; a term with more new postings than a
+// quarter of a transaction is updated in chunks of docs, each a whole
+// update), and each also writing i:m:flush with the unchanged watermark
+// and the exact byte count so far.
 // Then the live docs' i:l: keys and the new watermark are committed under
 // the writer lock (after checking tombstones: a doc deleted during the
 // flush gets no i:l: key), in more than one transaction only if Badger's
 // limits require, each moving the watermark to its first doc not yet
 // written. If a flush stops between transactions (error or crash), some
-// terms already hold docs at or above the watermark: the next flush of
-// those docs skips, per term, every doc not above the term's tail's last
-// docID, so no posting is lost or doubled. Queries in the meantime do not
+// terms already hold docs at or above the watermark: the flushes of those
+// docs (up to the last docID the stopped flush could have written) are
+// careful, reading every term's last docID on disk and skipping the docs
+// not above it, so no posting is lost or doubled. Queries in the meantime do not
 // see those docs (Live is false at or above the watermark), though a
 // term's DF may already count them.
 package index

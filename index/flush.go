@@ -62,11 +62,10 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	}
 	start := time.Now()
 	if err := ix.flushPending(ctx, pend, flushed, end, &snap); err != nil {
-		// Badger's content is no longer known for sure: drop the cache.
-		ix.tails.reset()
 		// Keep the docs whose i:l: key was not committed pending. Their
-		// postings may already be on disk; the next flush skips those
-		// (see flushPending).
+		// postings may already be on disk; the flushes up to end skip
+		// those (see flushPending).
+		ix.carefulUntil = max(ix.carefulUntil, end)
 		ix.mu.Lock()
 		pend.docs = slices.DeleteFunc(pend.docs, func(d pendingDoc) bool { return d.id < ix.st.Flushed })
 		pend.appendPending(ix.pending)
@@ -107,18 +106,20 @@ func mergeBounds(maxTF, minLen *[NumFields]uint32, tf, lens [NumFields]uint32) {
 // i:l: keys with the watermark.
 //
 // Postings go in as many transactions as Badger's batch limits require,
-// but each term's update (its new full blocks and its new tail) is inside
-// one transaction, so every term's list on disk is always whole. A crash
-// after some of them leaves those terms holding docs at or above the
-// watermark; the next flush (after Open re-analyzes those docs) skips, per
-// term, the docs not above its tail's last docID, so it neither loses nor
-// doubles a posting. Each postings transaction also writes i:m:flush with
-// the unchanged watermark and the term and byte counts so far, so the
-// statistics stay exact across such a crash.
+// but each term's update (its new blocks and the appended blocks they
+// replace) is inside one transaction, so every term's list on disk is
+// always whole. A crash after some of them leaves those terms holding
+// docs at or above the watermark; a failed flush leaves them too. The
+// flushes after either (up to the last docID the lost flush may have
+// written, ix.carefulUntil) are careful: per term they look up the last
+// docID on disk and skip the new docs not above it, so that they neither
+// lose nor double a posting. Each postings transaction also writes
+// i:m:flush with the unchanged watermark and the byte count so far, so
+// the statistics stay exact across such a crash.
 //
 // The terms, sorted, are cut into chunks that worker goroutines encode
-// (merging tails, building blocks) while this goroutine writes the chunks
-// in order; commits are pipelined, one in flight while the next is built.
+// while this goroutine writes the chunks in order; commits are pipelined,
+// one in flight while the next is built.
 func (ix *Index) flushPending(ctx context.Context, pend *pendingIndex, flushed, end uint32, snap *flushSnapshot) error {
 	refs := make([]termRef, 0, len(pend.terms))
 	for t, li := range pend.terms {
@@ -130,6 +131,9 @@ func (ix *Index) flushPending(ctx context.Context, pend *pendingIndex, flushed, 
 	w := ix.newPostingsWriter(flushed)
 	ix.mu.Unlock()
 	defer w.abort()
+	careful := flushed < ix.carefulUntil
+	seq := ix.flushSeq
+	ix.flushSeq++
 
 	nChunks := (len(refs) + flushChunkTerms - 1) / flushChunkTerms
 	chunks := make([]flushChunk, nChunks)
@@ -144,14 +148,16 @@ func (ix *Index) flushPending(ctx context.Context, pend *pendingIndex, flushed, 
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			enc := termEncoder{snap: snap, chunkBytes: max(w.maxSize/4, 4096)}
+			enc := termEncoder{snap: snap, chunkBytes: max(w.maxSize/4, 4096), careful: careful, seq: seq}
 			rtxn := ix.db.NewTransaction(false)
 			defer rtxn.Discard()
+			enc.it = rtxn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixPostings)})
+			defer enc.it.Close()
 			for c := range jobs {
 				if stop.Load() || ctx.Err() != nil {
 					c.err = errFlushStopped
 				} else {
-					c.err = enc.encodeChunk(rtxn, pend, c)
+					c.err = enc.encodeChunk(pend, c)
 				}
 				close(c.done)
 			}
@@ -168,13 +174,7 @@ func (ix *Index) flushPending(ctx context.Context, pend *pendingIndex, flushed, 
 	dispatched := 0
 	dispatch := func(upTo int) {
 		for ; dispatched < min(upTo, nChunks); dispatched++ {
-			c := &chunks[dispatched]
-			// The cache belongs to this goroutine: look tails up here.
-			c.tails = make([][]byte, len(c.refs))
-			for i, r := range c.refs {
-				c.tails[i], _ = ix.tails.get(r.term)
-			}
-			jobs <- c
+			jobs <- &chunks[dispatched]
 		}
 	}
 	for k := range chunks {
@@ -210,6 +210,12 @@ func (ix *Index) flushPending(ctx context.Context, pend *pendingIndex, flushed, 
 const (
 	flushChunkTerms = 512
 	maxFlushWorkers = 4
+	// mergeEvery: a term's appended blocks are merged into full blocks
+	// in one flush of every mergeEvery that has new postings for it (or
+	// when its new postings fill a block), so a list ends in about
+	// mergeEvery appended blocks on average, and a flush reads the
+	// appended blocks of about one term in mergeEvery.
+	mergeEvery = 8
 )
 
 var errFlushStopped = errors.New("flush stopped")
@@ -221,180 +227,198 @@ type termRef struct {
 
 // flushChunk is a run of sorted terms, encoded by a worker.
 type flushChunk struct {
-	refs  []termRef
-	tails [][]byte // cached tail blocks (nil: look in Badger)
-	ups   []termUpdate
-	err   error
-	done  chan struct{}
+	refs []termRef
+	ups  []termUpdate
+	err  error
+	done chan struct{}
 }
 
 // termUpdate is one atomic update of a term's list: blocks to write and
-// the new tail.
+// blocks to delete.
 type termUpdate struct {
-	term          string
-	entries       []kv
-	dTerms, dPost int64
-	newTail       []byte
-	// firstFlush: the term had no postings before this flush. Its tail
-	// is not cached (tailCache says why).
-	firstFlush bool
+	term    string
+	entries []kv
+	dPost   int64
 }
 
-type kv struct{ k, v []byte }
-
-type tailUpdate struct {
-	term       string
-	val        []byte
-	firstFlush bool
+// kv is a write, or a delete when del is set.
+type kv struct {
+	k, v []byte
+	del  bool
 }
 
-// termEncoder merges pending postings into terms' tails; one per worker.
+// mergeDue reports whether the flush numbered seq merges term's appended
+// blocks: a fixed one flush in mergeEvery per term, spread over the terms
+// by a hash, so that no flush merges them all and no memory is kept per
+// term.
+func mergeDue(term string, seq uint64) bool {
+	return anchorRank(term)%mergeEvery == seq%mergeEvery
+}
+
+// appendedBlock is an appended block read back for a merge.
+type appendedBlock struct {
+	key, val []byte
+}
+
+// termEncoder turns pending postings into term updates; one per worker.
 type termEncoder struct {
 	snap       *flushSnapshot
 	chunkBytes int64
+	careful    bool
+	seq        uint64
+	it         *badger.Iterator // over postings keys, for merges
 	fresh      postingList
-	merged     postingList
+	carry      postingList
 	blk        decodedBlock
-	hdr        BlockHeader
-	scratch    []byte // appendToBlock's
+	appended   []appendedBlock
 }
 
-func (e *termEncoder) encodeChunk(rtxn *badger.Txn, pend *pendingIndex, c *flushChunk) error {
-	for i, r := range c.refs {
-		tail := c.tails[i]
-		found := tail != nil
-		if !found {
-			item, err := rtxn.Get(blockKey(nil, r.term, tailKey))
-			switch {
-			case errors.Is(err, badger.ErrKeyNotFound):
-			case err != nil:
-				return fmt.Errorf("term %q: %w", r.term, err)
-			default:
-				if tail, err = item.ValueCopy(nil); err != nil {
-					return fmt.Errorf("term %q: %w", r.term, err)
-				}
-				found = true
-			}
-		}
-		if found {
-			if _, err := decodeHeader(tail, &e.hdr); err != nil {
+func (e *termEncoder) encodeChunk(pend *pendingIndex, c *flushChunk) error {
+	for _, r := range c.refs {
+		l := &pend.lists[r.li]
+		merge := e.careful || l.n >= BlockSize || mergeDue(r.term, e.seq)
+		var last uint32
+		var found bool
+		e.appended = e.appended[:0]
+		if merge {
+			var err error
+			if last, found, err = e.readAppended(r.term); err != nil {
 				return fmt.Errorf("term %q: %w", r.term, err)
 			}
 		}
 		e.fresh.reset()
-		if err := decodePending(&pend.lists[r.li], &e.fresh, e.snap.isDeleted, e.hdr.LastDoc, found); err != nil {
+		if err := decodePending(l, &e.fresh, e.snap.isDeleted, last, e.careful && found); err != nil {
 			return fmt.Errorf("pending postings of %q: %w", r.term, err)
 		}
 		if len(e.fresh.docs) == 0 {
 			continue
 		}
 		var err error
-		if c.ups, err = e.encodeTerm(c.ups, r.term, tail, found); err != nil {
+		if c.ups, err = e.encodeTerm(c.ups, r.term); err != nil {
 			return fmt.Errorf("term %q: %w", r.term, err)
 		}
 	}
 	return nil
 }
 
-// encodeTerm appends the updates that merge e.fresh (docs above the tail's
-// last doc) into the term's tail. A term whose new postings exceed a
-// quarter of a transaction is written in chunks of docs, each chunk a
-// complete update of the list, so the crash argument of flushPending
-// holds for it too.
-func (e *termEncoder) encodeTerm(ups []termUpdate, term string, tail []byte, found bool) ([]termUpdate, error) {
+// readAppended reads term's appended blocks into e.appended and returns
+// the last docID of its list (found is false for a term without postings).
+// A careful flush walks the keys of the whole list for that docID; else
+// only the appended blocks are visited (those are what a merge rewrites).
+func (e *termEncoder) readAppended(term string) (last uint32, found bool, err error) {
+	kp := termPrefix(term)
+	from := kp
+	if !e.careful {
+		from = blockKey(nil, term, appendMark)
+	}
+	for e.it.Seek(from); e.it.ValidForPrefix(kp); e.it.Next() {
+		item := e.it.Item()
+		l, appended, ok := parseBlockKey(item.Key(), len(kp))
+		if !ok {
+			continue
+		}
+		last, found = l, true
+		if !appended {
+			continue
+		}
+		val, err := item.ValueCopy(nil)
+		if err != nil {
+			return 0, false, err
+		}
+		e.appended = append(e.appended, appendedBlock{key: item.KeyCopy(nil), val: val})
+	}
+	return last, found, nil
+}
+
+// encodeTerm appends the updates that add e.fresh (docs above every doc
+// of the term's list) to the term: e.appended's postings (read for a
+// merge) and the new ones are cut into full blocks, written under
+// blockKey, and a last partial block, appended under appendKey; the
+// blocks read are deleted. Deleted docs are dropped on the way. A term
+// whose new postings exceed a quarter of a transaction is written in
+// chunks of docs, each a complete update of the list (the next chunk
+// takes over the previous one's partial block), so the crash argument of
+// flushPending holds for it too.
+func (e *termEncoder) encodeTerm(ups []termUpdate, term string) ([]termUpdate, error) {
+	e.carry.reset()
+	var dels []appendedBlock
+	for _, b := range e.appended {
+		if err := decodeBlock(b.val, &e.blk); err != nil {
+			return ups, err
+		}
+		if err := e.blk.toList(&e.carry, e.snap.isDeleted); err != nil {
+			return ups, err
+		}
+		dels = append(dels, b)
+	}
 	fresh := &e.fresh
-	tk := blockKey(nil, term, tailKey)
-	firstFlush := !found
 	for lo := 0; lo < len(fresh.docs); {
 		hi, est := lo, int64(0)
 		for hi < len(fresh.docs) && (hi == lo || est < e.chunkBytes) {
 			est += 4 + 2*int64(fresh.posOff[hi+1]-fresh.posOff[hi])
 			hi++
 		}
-		u := termUpdate{term: term, firstFlush: firstFlush}
-		if err := e.encodeRange(&u, tk, tail, found, lo, hi); err != nil {
-			return ups, err
+		u := termUpdate{term: term}
+		for _, b := range dels {
+			u.entries = append(u.entries, kv{k: b.key, del: true})
+			u.dPost -= int64(len(b.key) + len(b.val))
 		}
+		dels = dels[:0]
+		src, from, to := fresh, lo, hi // nothing carried: encode the new postings in place
+		if len(e.carry.docs) > 0 {
+			for i := lo; i < hi; i++ {
+				e.carry.add(fresh.docs[i], fresh.tfs[i], fresh.positions(i))
+			}
+			src, from, to = &e.carry, 0, len(e.carry.docs)
+		}
+		partial := e.encodeBlocks(&u, src, from, to)
 		ups = append(ups, u)
-		tail, found, lo = u.newTail, true, hi
+		lo = hi
+		if partial < to && lo < len(fresh.docs) {
+			// The next chunk rewrites this chunk's partial block.
+			var next postingList
+			for i := partial; i < to; i++ {
+				next.add(src.docs[i], src.tfs[i], src.positions(i))
+			}
+			e.carry.reset()
+			for i := range next.docs {
+				e.carry.add(next.docs[i], next.tfs[i], next.positions(i))
+			}
+			last := u.entries[len(u.entries)-1]
+			dels = append(dels, appendedBlock{key: last.k, val: last.v})
+		} else {
+			e.carry.reset()
+		}
 	}
 	return ups, nil
 }
 
-// encodeRange fills u with the blocks of the term's list after adding
-// fresh[lo:hi] to its tail: the partial tail is rewritten with the new
-// postings (dropping deleted documents on the way, the "lazy merge"), a
-// full tail keeps its bytes under its real key.
-func (e *termEncoder) encodeRange(u *termUpdate, tk, tail []byte, found bool, lo, hi int) error {
-	var cum BlockHeader
-	e.merged.reset()
-	if !found {
-		u.dTerms = 1
-	} else {
-		if _, err := decodeHeader(tail, &cum); err != nil {
-			return err
-		}
-		if cum.N < BlockSize && cum.N+hi-lo <= BlockSize {
-			// The new docs fit in the tail: splice them in as bytes.
-			h := BlockHeader{MaxTF: cum.MaxTF, MinLen: cum.MinLen, CumMaxTF: cum.CumMaxTF, CumMinLen: cum.CumMinLen, CumDF: cum.CumDF + uint32(hi-lo)}
-			metas := e.snap.metas
-			for i := lo; i < hi; i++ {
-				mergeBounds(&h.MaxTF, &h.MinLen, e.fresh.tfs[i], metas[e.fresh.docs[i]].lens)
-			}
-			mergeBounds(&h.CumMaxTF, &h.CumMinLen, h.MaxTF, h.MinLen)
-			val, scratch, ok, err := appendToBlock(make([]byte, 0, len(tail)+16+(hi-lo)*12), tail, &h, &e.fresh, lo, hi, e.snap.isDeleted, e.scratch)
-			e.scratch = scratch
-			if err != nil {
-				return err
-			}
-			if ok {
-				u.entries = append(u.entries, kv{tk, val})
-				u.dPost += int64(len(val) - len(tail))
-				u.newTail = val
-				return nil
-			}
-		}
-		if cum.N < BlockSize {
-			if err := decodeBlock(tail, &e.blk); err != nil {
-				return err
-			}
-			if err := e.blk.toList(&e.merged, e.snap.isDeleted); err != nil {
-				return err
-			}
-			u.dPost -= int64(len(tail) + len(tk))
-			cum.CumDF -= uint32(cum.N)
-		} else {
-			u.entries = append(u.entries, kv{blockKey(nil, u.term, cum.LastDoc), tail})
-		}
-	}
-	fresh := &e.fresh
-	src, from, to := fresh, lo, hi // no partial tail: encode the new postings in place
-	if len(e.merged.docs) > 0 {
-		for i := lo; i < hi; i++ {
-			e.merged.add(fresh.docs[i], fresh.tfs[i], fresh.positions(i))
-		}
-		src, from, to = &e.merged, 0, len(e.merged.docs)
-	}
+// encodeBlocks adds to u the full blocks of src[from:to] and, for the
+// docs after them, an appended block; it returns where that block starts
+// (to when there is none).
+func (e *termEncoder) encodeBlocks(u *termUpdate, src *postingList, from, to int) int {
 	metas := e.snap.metas
-	for b := from; b < to; b += BlockSize {
+	b := from
+	for ; b < to; b += BlockSize {
 		end := min(b+BlockSize, to)
-		h := BlockHeader{CumMaxTF: cum.CumMaxTF, CumMinLen: cum.CumMinLen}
+		var h BlockHeader
 		for i := b; i < end; i++ {
 			mergeBounds(&h.MaxTF, &h.MinLen, src.tfs[i], metas[src.docs[i]].lens)
 		}
-		mergeBounds(&h.CumMaxTF, &h.CumMinLen, h.MaxTF, h.MinLen)
-		h.CumDF = cum.CumDF + uint32(end-b)
-		cum = h
 		val := encodeBlock(make([]byte, 0, 64+(end-b)*8), &h, src, b, end)
-		key := tk
-		if end < to {
+		var key []byte
+		if end-b == BlockSize {
 			key = blockKey(nil, u.term, src.docs[end-1])
+		} else {
+			key = appendKey(nil, u.term, src.docs[end-1])
 		}
-		u.entries = append(u.entries, kv{key, val})
+		u.entries = append(u.entries, kv{k: key, v: val})
 		u.dPost += int64(len(key) + len(val))
-		u.newTail = val
+		if end-b < BlockSize {
+			return b
+		}
 	}
-	return nil
+	return to
 }
 
 // postingsWriter groups term updates into Badger transactions under the
@@ -405,21 +429,19 @@ type postingsWriter struct {
 	flushed           uint32
 	maxSize, maxCount int64
 
-	terms, postSize int64 // committed totals
+	postSize int64 // committed total
 
-	txn           *badger.Txn
-	size, count   int64
-	dTerms, dPost int64
-	tails         []tailUpdate
+	txn         *badger.Txn
+	size, count int64
+	dPost       int64
 
 	inflight *inflightCommit
 	commits  int
 }
 
 type inflightCommit struct {
-	done          chan error
-	dTerms, dPost int64
-	tails         []tailUpdate
+	done  chan error
+	dPost int64
 }
 
 // maxCommitBytes bounds one postings transaction of a flush.
@@ -439,7 +461,7 @@ func (ix *Index) newPostingsWriter(flushed uint32) *postingsWriter {
 		ix: ix, flushed: flushed,
 		maxSize:  min(ix.db.MaxBatchSize()/4*3, maxCommitBytes),
 		maxCount: ix.db.MaxBatchCount() / 4 * 3,
-		terms:    ix.st.Terms, postSize: ix.st.PostSize,
+		postSize: ix.st.PostSize,
 	}
 }
 
@@ -460,15 +482,19 @@ func (w *postingsWriter) add(u *termUpdate) error {
 		w.txn = w.ix.db.NewTransaction(true)
 	}
 	for _, e := range u.entries {
-		if err := w.txn.Set(e.k, e.v); err != nil {
+		var err error
+		if e.del {
+			err = w.txn.Delete(e.k)
+		} else {
+			err = w.txn.Set(e.k, e.v)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	w.size += est
 	w.count += n
-	w.dTerms += u.dTerms
 	w.dPost += u.dPost
-	w.tails = append(w.tails, tailUpdate{u.term, u.newTail, u.firstFlush})
 	return nil
 }
 
@@ -486,20 +512,20 @@ func (w *postingsWriter) rotate() error {
 			return err
 		}
 	}
-	ns := state{Flushed: w.flushed, Terms: w.terms + w.dTerms, PostSize: w.postSize + w.dPost}
+	ns := state{Flushed: w.flushed, PostSize: w.postSize + w.dPost}
 	if err := w.txn.Set([]byte(keyFlush), ns.encodeFlush()); err != nil {
 		return err
 	}
-	f := &inflightCommit{done: make(chan error, 1), dTerms: w.dTerms, dPost: w.dPost, tails: w.tails}
+	f := &inflightCommit{done: make(chan error, 1), dPost: w.dPost}
 	w.txn.CommitWith(func(err error) { f.done <- err })
 	w.inflight = f
 	w.commits++
-	w.txn, w.size, w.count, w.dTerms, w.dPost, w.tails = nil, 0, 0, 0, 0, nil
+	w.txn, w.size, w.count, w.dPost = nil, 0, 0, 0
 	return nil
 }
 
-// wait waits for the commit in flight and applies it to the cache and the
-// in-memory statistics.
+// wait waits for the commit in flight and applies it to the in-memory
+// statistics.
 func (w *postingsWriter) wait() error {
 	f := w.inflight
 	if f == nil {
@@ -509,16 +535,10 @@ func (w *postingsWriter) wait() error {
 	if err := <-f.done; err != nil {
 		return fmt.Errorf("commit postings: %w", err)
 	}
-	w.terms += f.dTerms
 	w.postSize += f.dPost
-	for _, t := range f.tails {
-		if !t.firstFlush {
-			w.ix.tails.put(t.term, t.val)
-		}
-	}
 	ix := w.ix
 	ix.mu.Lock()
-	ix.st.Terms, ix.st.PostSize = w.terms, w.postSize
+	ix.st.PostSize = w.postSize
 	ix.publish()
 	ix.mu.Unlock()
 	return nil
@@ -584,7 +604,7 @@ func (ix *Index) commitDocs(docs []pendingDoc, end uint32, w *postingsWriter) er
 				lensAdded[f] += int64(d.meta.lens[f])
 			}
 		}
-		ns := state{Flushed: upTo, Terms: ix.st.Terms, PostSize: ix.st.PostSize}
+		ns := state{Flushed: upTo, PostSize: ix.st.PostSize}
 		if err := txn.Set([]byte(keyFlush), ns.encodeFlush()); err != nil {
 			txn.Discard()
 			return err

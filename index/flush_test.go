@@ -3,9 +3,11 @@ package index
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,12 +74,22 @@ func testCorpus(n int) []*Document {
 
 type corpusRun struct {
 	flushDocs  int
-	cacheBytes int
 	memtable   int64
 	deleteEach int // delete every deleteEach-th doc after putting it (0 = none)
 }
 
 func runCorpus(t *testing.T, docs []*Document, cr corpusRun) ([][2][]byte, Stats) {
+	t.Helper()
+	entries, st, db := runCorpusDB(t, docs, cr)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return entries, st
+}
+
+// runCorpusDB puts docs, flushing every cr.flushDocs, closes the index
+// and returns its postings entries and statistics and the open DB.
+func runCorpusDB(t *testing.T, docs []*Document, cr corpusRun) ([][2][]byte, Stats, *badger.DB) {
 	t.Helper()
 	ctx := context.Background()
 	bopts := badger.DefaultOptions(t.TempDir()).WithLogger(nil)
@@ -88,11 +100,10 @@ func runCorpus(t *testing.T, docs []*Document, cr corpusRun) ([][2][]byte, Stats
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	opts := DefaultOptions()
 	// Flushes only where the test calls Flush: a background flush at
-	// another instant relative to the deletes would change the bytes.
-	opts.FlushDocs, opts.FlushInterval, opts.TailCacheBytes = 1<<30, 0, cr.cacheBytes
+	// another instant relative to the deletes would change the lists.
+	opts.FlushDocs, opts.FlushInterval = 1<<30, 0
 	ix, err := Open(db, opts, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -115,111 +126,208 @@ func runCorpus(t *testing.T, docs []*Document, cr corpusRun) ([][2][]byte, Stats
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return dumpPostings(t, db), ix.Stats()
+	return dumpPostings(t, db), ix.Stats(), db
 }
 
-// The tail cache, the transaction size and parallel encoding change how a
-// flush works, never what it writes.
-func TestFlushWritesSameBytes(t *testing.T) {
-	runsWriteSame(t, testCorpus(700), corpusRun{flushDocs: 97, cacheBytes: -1, deleteEach: 9}, []corpusRun{
-		{flushDocs: 97, cacheBytes: 0, deleteEach: 9},
-		{flushDocs: 97, cacheBytes: 2 << 10, deleteEach: 9}, // constant eviction
-		{flushDocs: 97, cacheBytes: 0, deleteEach: 9, memtable: 1 << 20},
-	})
+// termList is a term's postings as read back from its blocks.
+type termList struct {
+	docs      []uint32
+	tfs       [][NumFields]uint32
+	positions [][]uint32
+	appended  int // blocks under appendKey
 }
 
-// runsWriteSame checks that every run of docs writes the postings and
-// statistics the reference run writes.
-func runsWriteSame(t *testing.T, docs []*Document, ref corpusRun, runs []corpusRun) {
+// readLists decodes every term's list from the postings entries, checking
+// the layout flush.go promises: full blocks of exactly BlockSize docs
+// under blockKey, then appended blocks of fewer under appendKey, keys
+// naming their blocks' last docs, docs ascending across blocks, and
+// block bounds that are their docs' largest TFs. It returns the lists of
+// the docs live says are live, and the bytes of all entries.
+func readLists(t *testing.T, entries [][2][]byte, live func(uint32) bool) (map[string]*termList, int64) {
 	t.Helper()
-	want, wantSt := runCorpus(t, docs, ref)
-	for _, cr := range runs {
-		name := fmt.Sprintf("%+v", cr)
-		got, st := runCorpus(t, docs, cr)
-		samePostings(t, name, got, want)
-		if st.Terms != wantSt.Terms || st.PostingsBytes != wantSt.PostingsBytes || st.Docs != wantSt.Docs {
-			t.Errorf("%s: stats %+v, want %+v", name, st, wantSt)
+	lists := map[string]*termList{}
+	var size int64
+	var term string
+	var prev uint32
+	for _, e := range entries {
+		k, v := e[0], e[1]
+		size += int64(len(k) + len(v))
+		rest := k[len(prefixPostings):]
+		sep := bytes.IndexByte(rest, 0)
+		if sep < 0 {
+			t.Fatalf("postings key %q without a term", k)
 		}
-	}
-}
-
-// Flushes that append to terms' tails write the bytes one flush of all
-// the pages writes: without deletions, a list's blocks do not depend on
-// how its docs were batched, whether the new docs were spliced into a
-// tail as bytes or the tail was decoded and encoded again.
-func TestFlushBatchingWritesSameBytes(t *testing.T) {
-	docs := testCorpus(700)
-	runsWriteSame(t, docs, corpusRun{flushDocs: len(docs), cacheBytes: -1}, []corpusRun{
-		{flushDocs: 97, cacheBytes: -1},
-		{flushDocs: 13, cacheBytes: 0},
-		{flushDocs: 1, cacheBytes: 2 << 10},
-	})
-}
-
-// appendToBlock writes what encodeBlock writes for the whole list, and
-// declines a block holding a doc to drop.
-func TestAppendToBlock(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for trial := range 300 {
-		var p postingList
-		doc := uint32(rng.IntN(1000))
-		n := 2 + rng.IntN(BlockSize-1)
-		for range n {
-			doc += 1 + uint32(rng.IntN(rng.IntN(5000)+1))
-			var tf [NumFields]uint32
-			var pos []uint32
-			at := uint32(0)
+		tm := string(rest[:sep])
+		last, appended, ok := parseBlockKey(k, len(prefixPostings)+sep+1)
+		if !ok {
+			t.Fatalf("postings key %q of neither form", k)
+		}
+		l := lists[tm]
+		if l == nil {
+			l = &termList{}
+			lists[tm] = l
+		}
+		var d decodedBlock
+		if err := decodeBlock(v, &d); err != nil {
+			t.Fatalf("term %q block %d: %v", tm, last, err)
+		}
+		switch {
+		case d.hdr.LastDoc != last:
+			t.Fatalf("term %q: block ending at doc %d under key %d", tm, d.hdr.LastDoc, last)
+		case appended && d.hdr.N >= BlockSize, !appended && d.hdr.N != BlockSize:
+			t.Fatalf("term %q: block of %d docs, appended %v", tm, d.hdr.N, appended)
+		case !appended && l.appended > 0:
+			t.Fatalf("term %q: full block after an appended one", tm)
+		case tm == term && d.docs[0] <= prev:
+			t.Fatalf("term %q: block starting at doc %d after doc %d", tm, d.docs[0], prev)
+		}
+		var maxTF [NumFields]uint32
+		for i, doc := range d.docs {
 			for f := range NumFields {
-				if rng.IntN(3) == 0 || f == FieldBody {
-					tf[f] = 1 + uint32(rng.IntN(4))
-					for range tf[f] {
-						at += 1 + uint32(rng.IntN(300))
-						pos = append(pos, at)
-					}
-				}
+				maxTF[f] = max(maxTF[f], d.tfs[i][f])
 			}
-			p.add(doc, tf, pos)
-		}
-		k := 1 + rng.IntN(n-1) // the block holds p[:k], p[k:] are new
-		bounds := func(lo, hi int) BlockHeader {
-			var h BlockHeader
-			for i := lo; i < hi; i++ {
-				mergeBounds(&h.MaxTF, &h.MinLen, p.tfs[i], [NumFields]uint32{3, 5, 7, 11, 13})
+			pos, err := d.positions(i, nil)
+			if err != nil {
+				t.Fatalf("term %q doc %d: %v", tm, doc, err)
 			}
-			return h
+			if live(doc) {
+				l.docs = append(l.docs, doc)
+				l.tfs = append(l.tfs, d.tfs[i])
+				l.positions = append(l.positions, pos)
+			}
 		}
-		prior := BlockHeader{CumMaxTF: [NumFields]uint32{9}, CumMinLen: [NumFields]uint32{2}}
-		h0 := bounds(0, k)
-		h0.CumMaxTF, h0.CumMinLen = prior.CumMaxTF, prior.CumMinLen
-		mergeBounds(&h0.CumMaxTF, &h0.CumMinLen, h0.MaxTF, h0.MinLen)
-		h0.CumDF = 40 + uint32(k)
-		old := encodeBlock(nil, &h0, &p, 0, k)
+		if maxTF != d.hdr.MaxTF {
+			t.Fatalf("term %q block %d: bound %v, docs' largest TFs %v", tm, last, d.hdr.MaxTF, maxTF)
+		}
+		if appended {
+			l.appended++
+		}
+		term, prev = tm, last
+	}
+	return lists, size
+}
 
-		h := bounds(0, n)
-		h.CumMaxTF, h.CumMinLen = prior.CumMaxTF, prior.CumMinLen
-		mergeBounds(&h.CumMaxTF, &h.CumMinLen, h.MaxTF, h.MinLen)
-		h.CumDF = 40 + uint32(n)
-		want := encodeBlock(nil, &h, &p, 0, n)
-		got, _, ok, err := appendToBlock(nil, old, &h, &p, k, n, func(uint32) bool { return false }, nil)
-		if err != nil || !ok || !bytes.Equal(got, want) {
-			t.Fatalf("trial %d: appended block differs (ok %v, err %v)", trial, ok, err)
+// sameLists checks that two runs hold the same postings for every term.
+func sameLists(t *testing.T, name string, got, want map[string]*termList) {
+	t.Helper()
+	for tm, w := range want {
+		if len(w.docs) == 0 {
+			continue
 		}
-		victim := p.docs[rng.IntN(k)]
-		if got, _, ok, err := appendToBlock(nil, old, &h, &p, k, n, func(d uint32) bool { return d == victim }, nil); ok || err != nil || len(got) != 0 {
-			t.Fatalf("trial %d: a block with a doc to drop was appended to (ok %v, err %v)", trial, ok, err)
+		g := got[tm]
+		if g == nil {
+			t.Fatalf("%s: term %q missing", name, tm)
 		}
-	}
-	// A corrupt block is an error, not a block.
-	var p postingList
-	p.add(5, [NumFields]uint32{0, 0, 1}, []uint32{1})
-	p.add(9, [NumFields]uint32{0, 0, 1}, []uint32{2})
-	h := BlockHeader{CumDF: 1}
-	blk := encodeBlock(nil, &h, &p, 0, 1)
-	for _, bad := range [][]byte{blk[:2], append([]byte{}, blk[:len(blk)-3]...)} {
-		if _, _, ok, err := appendToBlock(nil, bad, &h, &p, 1, 2, nil, nil); ok || err == nil {
-			t.Fatalf("corrupt block %x: ok %v, err %v", bad, ok, err)
+		if !slices.Equal(g.docs, w.docs) || !slices.Equal(g.tfs, w.tfs) {
+			t.Fatalf("%s: term %q: docs %v tfs %v, want %v %v", name, tm, g.docs, g.tfs, w.docs, w.tfs)
+		}
+		for i := range g.positions {
+			if !slices.Equal(g.positions[i], w.positions[i]) {
+				t.Fatalf("%s: term %q doc %d: positions %v, want %v", name, tm, g.docs[i], g.positions[i], w.positions[i])
+			}
 		}
 	}
+	for tm, g := range got {
+		if len(g.docs) > 0 && (want[tm] == nil || len(want[tm].docs) == 0) {
+			t.Fatalf("%s: unexpected term %q", name, tm)
+		}
+	}
+}
+
+// liveDocs reads which docs have an i:l: key (flushed and not deleted).
+func liveDocs(t *testing.T, db *badger.DB) func(uint32) bool {
+	t.Helper()
+	live := map[uint32]bool{}
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixLens)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			live[binary.BigEndian.Uint32(k[len(prefixLens):])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(id uint32) bool { return live[id] }
+}
+
+// checkRun reads a run's lists, checking the layout and that the
+// statistics count the bytes on disk.
+func checkRun(t *testing.T, name string, db *badger.DB, entries [][2][]byte, st Stats) map[string]*termList {
+	t.Helper()
+	lists, size := readLists(t, entries, liveDocs(t, db))
+	if size != st.PostingsBytes {
+		t.Fatalf("%s: %d bytes of postings on disk, statistics say %d", name, size, st.PostingsBytes)
+	}
+	return lists
+}
+
+// How a flush is cut into transactions, and how pages are batched into
+// flushes, change the blocks a flush writes, never the postings a list
+// holds of its live docs.
+func TestFlushWritesSamePostings(t *testing.T) {
+	docs := testCorpus(700)
+	for _, tc := range []struct {
+		name string
+		ref  corpusRun
+		runs []corpusRun
+	}{
+		{"deletes", corpusRun{flushDocs: 97, deleteEach: 9}, []corpusRun{
+			{flushDocs: 97, deleteEach: 9, memtable: 1 << 20}, // small transactions
+			{flushDocs: 13, deleteEach: 9},
+			{flushDocs: 1, deleteEach: 9},
+		}},
+		{"batching", corpusRun{flushDocs: len(docs)}, []corpusRun{
+			{flushDocs: 97},
+			{flushDocs: 13, memtable: 1 << 20},
+			{flushDocs: 1},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := runCorpusLists(t, docs, tc.ref)
+			for _, cr := range tc.runs {
+				sameLists(t, fmt.Sprintf("%+v", cr), runCorpusLists(t, docs, cr), want)
+			}
+		})
+	}
+}
+
+// A term's appended blocks are merged often enough that a list ends in
+// at most mergeEvery of them when the term is in every flush, and in one
+// after a flush that fills a block.
+func TestFlushMergesAppendedBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		docs, flushDocs int
+		most            int // appended blocks of a term in every doc
+	}{
+		{200, 1, mergeEvery},
+		{260, 130, 1},
+	} {
+		docs := testCorpus(tc.docs)
+		lists := runCorpusLists(t, docs, corpusRun{flushDocs: tc.flushDocs})
+		everywhere := 0
+		for tm, l := range lists {
+			if len(l.docs) != len(docs) {
+				continue
+			}
+			everywhere++
+			if l.appended == 0 || l.appended > tc.most {
+				t.Errorf("%d docs flushed %d at a time: term %q in every doc ends in %d appended blocks, want 1 to %d", tc.docs, tc.flushDocs, tm, l.appended, tc.most)
+			}
+		}
+		if everywhere < 2 {
+			t.Fatalf("%d terms in every doc", everywhere)
+		}
+	}
+}
+
+func runCorpusLists(t *testing.T, docs []*Document, cr corpusRun) map[string]*termList {
+	t.Helper()
+	entries, st, db := runCorpusDB(t, docs, cr)
+	defer db.Close()
+	return checkRun(t, fmt.Sprintf("%+v", cr), db, entries, st)
 }
 
 // A flush that fails after some of its postings transactions committed,
@@ -228,7 +336,8 @@ func TestAppendToBlock(t *testing.T) {
 func TestFlushCrashBetweenTransactions(t *testing.T) {
 	ctx := context.Background()
 	docs := testCorpus(300)
-	want, wantSt := runCorpus(t, docs, corpusRun{flushDocs: 150, cacheBytes: 0, memtable: 1 << 20})
+	want := runCorpusLists(t, docs, corpusRun{flushDocs: 150, memtable: 1 << 20})
+	_, wantSt := runCorpus(t, docs, corpusRun{flushDocs: 150, memtable: 1 << 20})
 	for _, killed := range []bool{false, true} {
 		dir := t.TempDir()
 		open := func() *badger.DB {
@@ -275,40 +384,15 @@ func TestFlushCrashBetweenTransactions(t *testing.T) {
 		if err := ix.Close(); err != nil {
 			t.Fatal(err)
 		}
-		samePostings(t, fmt.Sprintf("crash=%v", killed), dumpPostings(t, db), want)
-		if st := ix.Stats(); st.Terms != wantSt.Terms || st.PostingsBytes != wantSt.PostingsBytes || st.Docs != wantSt.Docs || st.FieldLenSum != wantSt.FieldLenSum {
-			t.Errorf("crash=%v: stats %+v, want %+v", killed, st, wantSt)
+		name := fmt.Sprintf("crash=%v", killed)
+		st := ix.Stats()
+		sameLists(t, name, checkRun(t, name, db, dumpPostings(t, db), st), want)
+		if st.Docs != wantSt.Docs || st.FieldLenSum != wantSt.FieldLenSum {
+			t.Errorf("%s: stats %+v, want %+v", name, st, wantSt)
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-func TestTailCacheEvictsByBytes(t *testing.T) {
-	c := newTailCache(4 << 10)
-	for i := range 200 {
-		c.put(fmt.Sprintf("term%03d", i), make([]byte, 100))
-	}
-	if c.bytes > 4<<10 {
-		t.Fatalf("cache holds %d bytes, bound 4096", c.bytes)
-	}
-	if _, ok := c.get("term199"); !ok {
-		t.Error("most recent entry evicted")
-	}
-	if _, ok := c.get("term000"); ok {
-		t.Error("oldest entry kept")
-	}
-	n := 0
-	for e := c.head.next; e != &c.head; e = e.next {
-		n++
-	}
-	if n != len(c.m) {
-		t.Fatalf("list %d entries, map %d", n, len(c.m))
-	}
-	c.reset()
-	if _, ok := c.get("term199"); ok || c.bytes != 0 {
-		t.Error("reset kept entries")
 	}
 }
 
@@ -331,7 +415,7 @@ func TestPutBatchMatchesPuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	samePostings(t, "PutBatch", dumpPostings(t, db), want)
-	if st := ix.Stats(); st.Docs != wantSt.Docs || st.Terms != wantSt.Terms || st.FieldLenSum != wantSt.FieldLenSum {
+	if st := ix.Stats(); st.Docs != wantSt.Docs || st.PostingsBytes != wantSt.PostingsBytes || st.FieldLenSum != wantSt.FieldLenSum {
 		t.Errorf("stats %+v, want %+v", st, wantSt)
 	}
 	bad := []*Document{docs[0], {URL: ""}, docs[1]}

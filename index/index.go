@@ -35,9 +35,6 @@ type Options struct {
 	// this much memory (0 = default; it bounds memory on pages with huge
 	// bodies, where FlushDocs alone would not).
 	FlushBytes int
-	// TailCacheBytes bounds the cache of terms' tail blocks that spares
-	// flushes a read per frequent term (0 = default, negative = off).
-	TailCacheBytes int
 	// ReindexDelay: a stored page whose anchor field changed is re-indexed
 	// by the background flush once its oldest change is this old, or as
 	// soon as a flush finds no new page stored since the last one (the
@@ -67,17 +64,16 @@ type Options struct {
 }
 
 // DefaultOptions suits a crawler node: flush every 2,000 pages or second,
-// or at 64 MiB of buffered postings; 16 MiB of tail-block cache; 4 MiB
-// of summary cache; no cache of analysed forms.
+// or at 64 MiB of buffered postings; 4 MiB of summary cache; no cache of
+// analysed forms.
 func DefaultOptions() Options {
 	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20,
-		FlushBytes: 64 << 20, TailCacheBytes: 16 << 20, SummaryCacheBytes: 4 << 20, ReindexDelay: 30 * time.Second}
+		FlushBytes: 64 << 20, SummaryCacheBytes: 4 << 20, ReindexDelay: 30 * time.Second}
 }
 
 // Stats describes the shard.
 type Stats struct {
 	Docs          int64 // live documents with flushed postings
-	Terms         int64 // distinct terms (including terms of deleted docs not yet purged)
 	PostingsBytes int64 // encoded postings blocks
 	FieldLenSum   [NumFields]int64
 	AvgFieldLen   [NumFields]float64
@@ -137,9 +133,13 @@ type Index struct {
 	// flush that finds none re-indexes every page waiting for its anchors.
 	putsSinceFlush int
 	closed         bool
-	splits         int        // flushes written in more than one Badger transaction
-	tails          *tailCache // flusher only (under flushMu)
-	forms          *formCache
+	splits         int // flushes written in more than one Badger transaction
+	// The flusher's own (under flushMu): flushes of docIDs below
+	// carefulUntil may find postings of theirs on disk (flushPending);
+	// flushSeq numbers flushes for merges (mergeDue).
+	carefulUntil uint32
+	flushSeq     uint64
+	forms        *formCache
 	// putsAnalysed counts Puts that analysed their page; formsReplayed
 	// and formsRefused, received analysed forms (PutAnalysedBatch) used
 	// and not used.
@@ -207,9 +207,6 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if opts.SummaryCacheBytes == 0 {
 		opts.SummaryCacheBytes = def.SummaryCacheBytes
 	}
-	if opts.TailCacheBytes == 0 {
-		opts.TailCacheBytes = def.TailCacheBytes
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -237,20 +234,23 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
-	if opts.TailCacheBytes > 0 {
-		ix.tails = newTailCache(opts.TailCacheBytes)
-	}
 	if opts.FormCacheBytes > 0 {
 		ix.forms = newFormCache(opts.FormCacheBytes)
 	}
 	if opts.SummaryCacheBytes > 0 {
 		ix.summaries = newSummaryCache(opts.SummaryCacheBytes)
 	}
-	if err := ix.checkAnalyzer(); err != nil {
+	dropped, err := ix.checkAnalyzer()
+	if err != nil {
 		return nil, err
 	}
 	if err := ix.load(); err != nil {
 		return nil, err
+	}
+	if !dropped {
+		// Postings of docs at or above the watermark may be on disk (a
+		// crash during a flush).
+		ix.carefulUntil = ix.st.NextDoc
 	}
 	ctx := context.Background()
 	if err := ix.reanalyze(ctx); err != nil {
@@ -268,10 +268,10 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 // i:l: key and moves the flush watermark to 0, so that Open analyzes
 // every document again (reanalyze). A crash in between leaves the old
 // version recorded, and the next Open starts over.
-func (ix *Index) checkAnalyzer() error {
+func (ix *Index) checkAnalyzer() (dropped bool, err error) {
 	var stored string
 	var docs bool
-	err := ix.db.View(func(txn *badger.Txn) error {
+	err = ix.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get([]byte(keyAnalyzer))
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):
@@ -299,16 +299,16 @@ func (ix *Index) checkAnalyzer() error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("index: read analyzer version: %w", err)
+		return false, fmt.Errorf("index: read analyzer version: %w", err)
 	}
-	want := ix.an.Version()
+	want := storedVersion(ix.an)
 	if stored == want {
-		return nil
+		return false, nil
 	}
 	if docs {
-		ix.log.Warn("index: built with another analyzer: re-indexing every stored page before searching", "was", stored, "now", want)
+		ix.log.Warn("index: built with another analyzer or postings format: re-indexing every stored page before searching", "was", stored, "now", want)
 		if err := ix.db.DropPrefix([]byte(prefixPostings), []byte(prefixLens)); err != nil {
-			return fmt.Errorf("index: drop postings of analyzer %q: %w", stored, err)
+			return false, fmt.Errorf("index: drop postings of analyzer %q: %w", stored, err)
 		}
 	}
 	err = ix.db.Update(func(txn *badger.Txn) error {
@@ -320,10 +320,18 @@ func (ix *Index) checkAnalyzer() error {
 		return txn.Set([]byte(keyAnalyzer), []byte(want))
 	})
 	if err != nil {
-		return fmt.Errorf("index: record analyzer version: %w", err)
+		return false, fmt.Errorf("index: record analyzer version: %w", err)
 	}
-	return nil
+	return docs, nil
 }
+
+// postingsFormat names the layout of postings blocks and keys (codec.go);
+// change it with the layout, so that Open rebuilds an index of another.
+const postingsFormat = "postings 2"
+
+// storedVersion is what i:m:analyzer holds for an index of an's terms in
+// this postings format.
+func storedVersion(an *Analyzer) string { return an.Version() + " " + postingsFormat }
 
 // load reads the state, per-doc metadata, tombstones and re-index
 // requests.
@@ -495,12 +503,12 @@ func (ix *Index) flushLoop() {
 const flushShare = 0.2
 
 // nextFlushWait is the time until the next timed flush after one that
-// took took. A flush rewrites the tail block of every term it touches, so
-// its cost grows with the terms of a batch, not its documents: on a
-// loaded node (flushes of hundreds of milliseconds, measured on the
-// corpus) flushing every interval would spend most of the indexing CPU
-// on rewriting tails, while waiting longer batches more documents per
-// term. The wait stretches so that flushing takes at most flushShare of
+// took took. A flush writes a block for every term it touches, so its
+// cost grows with the terms of a batch more than with its documents: on
+// a loaded node (flushes of hundreds of milliseconds, measured on the
+// corpus) flushing every interval would spend much of the indexing CPU
+// on small blocks and their merges, while waiting longer batches more
+// documents per term. The wait stretches so that flushing takes at most flushShare of
 // the time, up to ten intervals: a page is searchable at most that long
 // after it was stored (FlushDocs and FlushBytes still flush sooner).
 func nextFlushWait(interval, took time.Duration) time.Duration {
@@ -576,7 +584,7 @@ func (ix *Index) Stats() Stats {
 	ix.metaMu.RLock()
 	st, pend, held := ix.pub, ix.pubPend, ix.pubHeld
 	ix.metaMu.RUnlock()
-	s := Stats{Docs: st.Docs, Terms: st.Terms, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc, Held: held}
+	s := Stats{Docs: st.Docs, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc, Held: held}
 	s.ReindexFormHits, s.ReindexFormMisses = ix.forms.counts()
 	s.PutsAnalysed, s.FormsReplayed, s.FormsRefused = ix.putsAnalysed.Load(), ix.formsReplayed.Load(), ix.formsRefused.Load()
 	for f := range NumFields {

@@ -1,7 +1,6 @@
 package index
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
@@ -136,7 +135,7 @@ func (r *Reader) RecordByURL(url string) (*PageRecord, error) {
 
 type rawBlock struct {
 	last     uint32
-	key      uint32 // the last docID in the block's key (tailKey for a term's tail)
+	appended bool // stored under appendKey, else blockKey
 	hdr      BlockHeader
 	from, to int // in Postings.arena
 }
@@ -180,11 +179,11 @@ func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
 	kp := termPrefix(term)
 	for r.it.Seek(kp); r.it.ValidForPrefix(kp); r.it.Next() {
 		item := r.it.Item()
-		k := item.Key()
-		if len(k) != len(kp)+4 {
+		last, appended, ok := parseBlockKey(item.Key(), len(kp))
+		if !ok {
 			continue
 		}
-		b := rawBlock{from: len(p.arena)}
+		b := rawBlock{from: len(p.arena), appended: appended}
 		err := item.Value(func(v []byte) error {
 			off, err := decodeHeader(v, &b.hdr)
 			if err != nil {
@@ -201,16 +200,17 @@ func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
 		}
 		b.to = len(p.arena)
 		b.last = b.hdr.LastDoc
-		b.key = binary.BigEndian.Uint32(k[len(kp):])
+		if b.last != last {
+			return nil, fmt.Errorf("index: postings of %q: block of doc %d under key %d", term, b.last, last)
+		}
 		if n := len(p.blocks); n > 0 && b.last <= p.blocks[n-1].last {
 			return nil, fmt.Errorf("index: postings of %q: blocks out of order", term)
 		}
 		p.blocks = append(p.blocks, b)
+		p.DF += int64(b.hdr.N)
+		mergeBounds(&p.MaxTF, &p.MinLen, b.hdr.MaxTF, b.hdr.MinLen)
 	}
-	if n := len(p.blocks); n > 0 {
-		last := &p.blocks[n-1].hdr
-		p.DF = int64(last.CumDF)
-		p.MaxTF, p.MinLen = last.CumMaxTF, last.CumMinLen
+	if len(p.blocks) > 0 {
 		p.Advance(0)
 	}
 	return p, nil
@@ -313,7 +313,11 @@ func (p *Postings) loadPositions() error {
 		return fmt.Errorf("index: positions of %q: no current block", p.Term)
 	}
 	b := &p.blocks[p.dec]
-	item, err := p.txn.Get(blockKey(nil, p.Term, b.key))
+	key := blockKey(nil, p.Term, b.last)
+	if b.appended {
+		key = appendKey(nil, p.Term, b.last)
+	}
+	item, err := p.txn.Get(key)
 	if err != nil {
 		return fmt.Errorf("index: positions of %q: %w", p.Term, err)
 	}

@@ -338,14 +338,13 @@ func decodeMeta(b []byte, m *docMeta) error {
 }
 
 // state is the collection state. NextDoc is persisted by Puts (i:m:alloc),
-// Flushed/Terms/PostSize by flushes (i:m:flush), each in the transaction
+// Flushed/PostSize by flushes (i:m:flush), each in the transaction
 // that makes the change; Docs and LenSum are derived from the i:l: keys.
 type state struct {
 	NextDoc  uint32 // next docID to allocate
 	Flushed  uint32 // every docID below has its postings and i:l: key on disk
 	Docs     int64  // live flushed documents
 	LenSum   [NumFields]int64
-	Terms    int64 // distinct terms with postings
 	PostSize int64 // bytes of postings blocks
 }
 
@@ -367,20 +366,21 @@ func (s *state) decodeAlloc(b []byte) error {
 }
 
 func (s *state) encodeFlush() []byte {
-	w := recWriter{b: []byte{1}}
+	w := recWriter{b: []byte{2}}
 	w.u64(uint64(s.Flushed))
-	w.u64(uint64(s.Terms))
 	w.u64(uint64(s.PostSize))
 	return w.b
 }
 
 func (s *state) decodeFlush(b []byte) error {
-	if len(b) == 0 || b[0] != 1 {
+	if len(b) == 0 || b[0] != 1 && b[0] != 2 {
 		return errors.New("index flush state: unknown version")
 	}
 	r := recReader{b: b[1:]}
 	s.Flushed = uint32(r.u64())
-	s.Terms = int64(r.u64())
+	if b[0] == 1 { // it counted terms; its postings are rebuilt (postingsFormat)
+		r.u64()
+	}
 	s.PostSize = int64(r.u64())
 	if r.err != nil {
 		return fmt.Errorf("decode index flush state: %w", r.err)

@@ -125,8 +125,8 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 // pointer. A lower threshold leaves the tree with keys and pointers, so
 // compactions and table builds shrink with it (BENCHMARKS.md, "Value log
 // threshold" and "A smaller value-log threshold"); the price is disk.
-// Rewritten postings tails leave garbage in the value log, which
-// runValueLogGC reclaims.
+// Merged postings blocks and replaced pages leave garbage in the value
+// log, which runValueLogGC reclaims.
 //
 // Every table the same size (Badger doubles them at each level below the
 // base one): a table builder holds about twice its table in memory, and a heap profile at 45,000 pages showed

@@ -71,7 +71,7 @@ type uiText struct {
 	Similar, Error, Other, OtherName, FirstUse, Page         string
 	// Dashboard.
 	Members, Keyspace, KeyspaceFmt, Crawl, Rate, Frontier, Fetched  string
-	Stored, Index, Docs, Terms, Postings, Pending, Outbox, Storage  string
+	Stored, Index, Docs, Postings, Pending, Outbox, Storage         string
 	Errors, NoErrors, ErrorsByClass, AddSeeds, SeedHelp, SeedButton string
 	Accepted, Rejected, Live, Uptime, Peer, Idle, Busy, LastSeen    string
 	Latency, Load, Self, NoJS                                       string
@@ -91,7 +91,7 @@ var uiTexts = map[string]*uiText{
 		FirstUse: "Add seed URLs on the dashboard, wait for the crawl, then search.", Page: "Page",
 		Members: "Members", Keyspace: "Keyspace", KeyspaceFmt: "key prefix {prefix} · owns {owned} of {known} known hosts",
 		Crawl: "Crawl", Rate: "fetch rate (pages/s)", Frontier: "frontier (queued URLs)", Fetched: "fetched",
-		Stored: "stored", Index: "Index", Docs: "documents", Terms: "terms", Postings: "postings", Pending: "pending",
+		Stored: "stored", Index: "Index", Docs: "documents", Postings: "postings", Pending: "pending",
 		Outbox: "outbox (URLs for peers)", Storage: "storage (LSM + value log)",
 		Errors: "Recent errors", NoErrors: "none", ErrorsByClass: "errors by class", AddSeeds: "Add seed URLs",
 		SeedHelp: "One URL per line (http or https).", SeedButton: "Add to crawl",
@@ -113,7 +113,7 @@ var uiTexts = map[string]*uiText{
 		FirstUse: "请先在节点状态页添加种子网址，等待抓取后再搜索。", Page: "页",
 		Members: "成员", Keyspace: "键空间", KeyspaceFmt: "键前缀 {prefix} · 负责已知 {known} 个主机中的 {owned} 个",
 		Crawl: "抓取", Rate: "抓取速率（页/秒）", Frontier: "待抓取队列", Fetched: "已抓取",
-		Stored: "已保存", Index: "索引", Docs: "文档", Terms: "词项", Postings: "倒排表", Pending: "待索引",
+		Stored: "已保存", Index: "索引", Docs: "文档", Postings: "倒排表", Pending: "待索引",
 		Outbox: "发件箱（待转发网址）", Storage: "存储（LSM + 值日志）",
 		Errors: "最近错误", NoErrors: "无", ErrorsByClass: "错误分类", AddSeeds: "添加种子网址",
 		SeedHelp: "每行一个网址（http 或 https）。", SeedButton: "加入抓取",

@@ -178,7 +178,6 @@
         set("stored", s.crawl.Stored);
         set("outbox", s.outbox);
         set("docs", s.index.Docs);
-        set("terms", s.index.Terms);
         set("postings", bytes(s.index.PostingsBytes));
         set("pending", s.index.Pending);
         set("storage", bytes(s.badger_lsm_bytes) + " + " + bytes(s.badger_vlog_bytes));
