@@ -153,13 +153,13 @@ func CPUSecondsOf(pid int) (float64, error) {
 }
 
 // perNodeReport is the per_node array: each node's status at the end (if
-// it answers), the web's requests from its address, and its process
-// figures.
-func perNodeReport(ctx context.Context, l *launcher, procs map[int]procFigures, requests map[string]int) []NodeFigures {
+// it answers), the web's requests from its address, its CPU at the end
+// of the crawl (atCrawlEnd) and its memory peaks over the run (procs).
+func perNodeReport(ctx context.Context, l *launcher, atCrawlEnd, procs map[int]procFigures, requests map[string]int) []NodeFigures {
 	var out []NodeFigures
 	for _, p := range l.all() {
 		f := procs[p.Index]
-		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, WebRequests: requests[p.IP], CPUSeconds: f.CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
+		nf := NodeFigures{Node: p.Index, Peer: p.PeerID, WebRequests: requests[p.IP], CPUSeconds: atCrawlEnd[p.Index].CPUSeconds, RSSAnonPeakMB: f.RSSAnonPeakMB, RSSFilePeakMB: f.RSSFilePeakMB}
 		if p.alive() {
 			if st, err := p.status(ctx); err == nil {
 				nf.HostsOwned, nf.PagesStored, nf.PagesHeld, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs+int64(st.Index.Held), st.Index.Held, st.Index.PostingsBytes

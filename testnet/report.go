@@ -215,9 +215,11 @@ type SearchReport struct {
 // stored from their owner's analysis, since its last start), what the final ownership gives it by the web's
 // truth (truth_hosts, truth_pages_required: ownershipOf), the requests the
 // web logged from its address, and what its processes cost (from /proc,
-// sampled every second, CPU summed over restarts; `sou testnet sim` runs
-// every node in one process, where no figure of a node's own CPU or
-// memory exists, and leaves them out).
+// sampled every second, CPU summed over restarts: cpu_seconds up to the
+// end of the crawl, as crawl.cpu_seconds_all counts it, the memory peaks
+// over the whole run, query phase included; `sou testnet sim` runs every
+// node in one process, where no figure of a node's own CPU or memory
+// exists, and leaves them out).
 type NodeFigures struct {
 	Node        int    `json:"node"`
 	Peer        string `json:"peer"`

@@ -276,8 +276,9 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 		return nil, err
 	}
 	procs.sample(l)
+	atCrawlEnd := procs.figures()
 	crawlCPU := selfCPUSeconds()
-	for _, f := range procs.figures() {
+	for _, f := range atCrawlEnd {
 		crawlCPU += f.CPUSeconds
 	}
 	if cfg.Keep {
@@ -374,7 +375,7 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 		hostile.stop()
 	}
 	stopSampling()
-	rep.PerNode = perNodeReport(ctx, l, procs.figures(), requestsByClient(fetches))
+	rep.PerNode = perNodeReport(ctx, l, atCrawlEnd, procs.figures(), requestsByClient(fetches))
 	own.fill(rep.Network, rep.PerNode)
 	rep.judge(cfg)
 	if cfg.ReportDir != "" {

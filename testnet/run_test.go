@@ -70,6 +70,12 @@ func TestSingleNodeCrawlAllMisbehaviour(t *testing.T) {
 	if rep.Crawl.SearchableSeconds < rep.Crawl.Seconds || rep.Crawl.SearchableSeconds <= 0 {
 		t.Errorf("searchable after %v s, last request at %v s", rep.Crawl.SearchableSeconds, rep.Crawl.Seconds)
 	}
+	// A node's CPU is counted to the crawl's end, as the crawl's CPU of
+	// all processes is (which adds the testnet's own): the query phase
+	// after it is in neither.
+	if len(rep.PerNode) != 1 || rep.PerNode[0].CPUSeconds <= 0 || rep.PerNode[0].CPUSeconds >= rep.Crawl.CPUSecondsAll {
+		t.Errorf("node CPU %+v against %v s for all processes", rep.PerNode, rep.Crawl.CPUSecondsAll)
+	}
 }
 
 // TestSIGKILLs is issue 9's kill-and-restart harness at CI size: 50
