@@ -350,6 +350,10 @@ type Status struct {
 	// their owner kept refusing them from this node (placement's
 	// HandoffGiveUp); their queued URLs went to the owner as links.
 	HandoffAbandoned int64 `json:"handoff_abandoned"`
+	// SyncRounds counts the syncs of Badger's logs made before
+	// acknowledging peers' deliveries (--sync acked), each shared by the
+	// messages that asked while the previous one ran.
+	SyncRounds int `json:"sync_rounds"`
 	// Placement counts where this node's hosts stand (placement.Summary).
 	Placement placement.Summary `json:"placement"`
 	// DiskFree is the free space under the data directory at the last
@@ -396,6 +400,7 @@ func (n *Node) Status(ctx context.Context) Status {
 	s.CrawlIdle = n.crawler.Idle() && s.Index.Pending == 0 && s.HeldOwned == 0
 	s.Idle = s.CrawlIdle && s.Outbox == 0
 	s.BadgerLSM, s.BadgerVLog = n.dbSize()
+	s.SyncRounds = n.syncs.syncRounds()
 	if s.Errors == nil {
 		s.Errors = []RecentError{}
 	}

@@ -53,6 +53,11 @@ func TestStoreWaitsForReplica(t *testing.T) {
 			t.Fatalf("replica does not hold %s when Store returned: %v", p.URL, err)
 		}
 	}
+	// It synced its logs before acknowledging them (--sync acked, the
+	// default), in rounds its status counts.
+	if r := replica.Status(ctx).SyncRounds; r == 0 {
+		t.Errorf("replica status: %d sync rounds for 5 acknowledged stores", r)
+	}
 	// The replica holds the pages without postings, with the owner's
 	// analysed forms: indexing them, were it to own the host, analyses
 	// none of them.

@@ -19,7 +19,7 @@ type syncer struct {
 	running bool
 	next    *syncRound // the round new requests join
 	kick    chan struct{}
-	rounds  int // syncs made by the loop, for tests and status
+	rounds  int // syncs made by the loop (Status.SyncRounds)
 }
 
 type syncRound struct {
@@ -81,6 +81,13 @@ func (s *syncer) run(ctx context.Context) {
 		}
 		s.round()
 	}
+}
+
+// syncRounds is the number of syncs the loop made.
+func (s *syncer) syncRounds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rounds
 }
 
 // round syncs once for the requests gathered so far.
