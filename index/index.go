@@ -263,11 +263,12 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	return ix, nil
 }
 
-// checkAnalyzer makes the index one of ix.an's version: when it holds
-// documents analyzed by another one, it drops every postings block and
-// i:l: key and moves the flush watermark to 0, so that Open analyzes
-// every document again (reanalyze). A crash in between leaves the old
-// version recorded, and the next Open starts over.
+// checkAnalyzer makes the index one of ix.an's version and of this
+// postings format (storedVersion): when it holds documents indexed by
+// another, it drops every postings block and i:l: key, moves the flush
+// watermark to 0 and reports that it did, so that Open analyzes every
+// document again (reanalyze). A crash in between leaves the old version
+// recorded, and the next Open starts over.
 func (ix *Index) checkAnalyzer() (dropped bool, err error) {
 	var stored string
 	var docs bool
@@ -508,9 +509,10 @@ const flushShare = 0.2
 // a loaded node (flushes of hundreds of milliseconds, measured on the
 // corpus) flushing every interval would spend much of the indexing CPU
 // on small blocks and their merges, while waiting longer batches more
-// documents per term. The wait stretches so that flushing takes at most flushShare of
-// the time, up to ten intervals: a page is searchable at most that long
-// after it was stored (FlushDocs and FlushBytes still flush sooner).
+// documents per term. The wait stretches so that flushing takes at most
+// flushShare of the time, up to ten intervals: a page is searchable at
+// most that long after it was stored (FlushDocs and FlushBytes still
+// flush sooner).
 func nextFlushWait(interval, took time.Duration) time.Duration {
 	wait := time.Duration(float64(took) * (1 - flushShare) / flushShare)
 	return min(max(wait, interval), 10*interval)
