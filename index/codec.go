@@ -68,7 +68,7 @@ func encodeBlock(dst []byte, h *BlockHeader, p *postingList, lo, hi int) []byte 
 	dst = appendHeader(dst, h, hi-lo, p.docs[hi-1])
 	// The doc+TF section is prefixed by its length so that a reader that
 	// needs no positions can copy the block without them.
-	sec := appendDocGaps(make([]byte, 0, 4*(hi-lo)), p, lo, hi, 0)
+	sec := appendDocGaps(make([]byte, 0, 4*(hi-lo)), p, lo, hi)
 	sec = appendTFs(sec, p, lo, hi)
 	dst = binary.AppendUvarint(dst, uint64(len(sec)))
 	dst = append(dst, sec...)
@@ -82,9 +82,10 @@ func appendHeader(dst []byte, h *BlockHeader, n int, last uint32) []byte {
 	return appendBounds(dst, &h.MaxTF, &h.MinLen)
 }
 
-// appendDocGaps appends the docIDs of p[lo:hi] as gaps from prev (the
-// block's first docID is written whole: prev 0).
-func appendDocGaps(dst []byte, p *postingList, lo, hi int, prev uint32) []byte {
+// appendDocGaps appends the docIDs of p[lo:hi]: the first whole, then
+// the gaps between them.
+func appendDocGaps(dst []byte, p *postingList, lo, hi int) []byte {
+	prev := uint32(0)
 	for i := lo; i < hi; i++ {
 		dst = binary.AppendUvarint(dst, uint64(p.docs[i]-prev))
 		prev = p.docs[i]
