@@ -207,10 +207,11 @@
 // FlushInterval, on a background goroutine. A flush appends each touched
 // term's new postings as a block of their own, without reading the list
 // (appended postings, not rewritten: a read of every term's last block
-// was the flush's largest cost). Now and then it merges a term's
-// appended blocks instead: it reads them, adds the new postings, writes
-// full blocks of 128 and appends what is left, deleting the blocks it
-// read, with tombstoned docs dropped on the way. A term is merged by one
+// was the flush's largest cost). Now and then (the "lazy merge" of
+// DESIGN.md) it merges a term's appended blocks instead: it reads them,
+// adds the new postings, writes full blocks of 128 and appends what is
+// left, deleting the blocks it read, with tombstoned docs dropped on the
+// way. A term is merged by one
 // flush in mergeEvery (8) that has postings for it, chosen by a hash of
 // the term so that no per-term state is kept and no flush merges all
 // terms, and by any flush whose new postings for it fill a block. A list
