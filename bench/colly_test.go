@@ -170,11 +170,10 @@ func CrawlColly(ctx context.Context, web *simweb.Web, dir string, workers int, w
 // atomic. colly asks IsVisited and then records Visited, two calls, so
 // the goroutines of an async collector that parse pages sharing a
 // navigation all find a link unvisited and all fetch it, up to once per
-// worker, each copy parsed and indexed again (BENCHMARKS.md, "A fair
-// baseline"). colly calls IsVisited only right before Visited (in
-// requestCheck and its redirect check; HasVisited also calls it, and the
-// benchmarks never call HasVisited), so answering it by test-and-set
-// gives each URL one fetch, the baseline's best.
+// worker, each copy parsed and indexed again. colly calls IsVisited only
+// right before Visited, in requestCheck and its redirect check (and in
+// HasVisited, which these benchmarks do not call), so answering it by
+// test-and-set gives each URL one fetch, the baseline's best.
 type visitedOnce struct {
 	*storage.InMemoryStorage
 	mu   sync.Mutex

@@ -205,9 +205,8 @@
 // term lists it replaced). A flush runs every FlushDocs queued documents,
 // at FlushBytes of queued text and buffered postings, or every
 // FlushInterval, on a background goroutine. A flush appends each touched
-// term's new postings as a block of their own, without reading the list
-// (appended postings, not rewritten: a read of every term's last block
-// was the flush's largest cost). Now and then (the "lazy merge" of
+// term's new postings as a block of their own, without reading the list,
+// so that most terms of a flush cost one write and no read. Now and then (the "lazy merge" of
 // DESIGN.md) it merges a term's appended blocks instead: it reads them,
 // adds the new postings, writes full blocks of 128 and appends what is
 // left, deleting the blocks it read, with tombstoned docs dropped on the

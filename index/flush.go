@@ -380,10 +380,7 @@ func (e *termEncoder) encodeTerm(ups []termUpdate, term string) ([]termUpdate, e
 			for i := partial; i < to; i++ {
 				next.add(src.docs[i], src.tfs[i], src.positions(i))
 			}
-			e.carry.reset()
-			for i := range next.docs {
-				e.carry.add(next.docs[i], next.tfs[i], next.positions(i))
-			}
+			e.carry = next
 			last := u.entries[len(u.entries)-1]
 			dels = append(dels, appendedBlock{key: last.k, val: last.v})
 		} else {

@@ -506,10 +506,10 @@ const flushShare = 0.2
 // nextFlushWait is the time until the next timed flush after one that
 // took took. A flush writes a block for every term it touches, so its
 // cost grows with the terms of a batch more than with its documents: on
-// a loaded node (flushes of hundreds of milliseconds, measured on the
-// corpus) flushing every interval would spend much of the indexing CPU
-// on small blocks and their merges, while waiting longer batches more
-// documents per term. The wait stretches so that flushing takes at most
+// a loaded node, where a flush takes a good part of an interval,
+// flushing every interval would spend much of the indexing CPU on small
+// blocks and their merges, while waiting longer batches more documents
+// per term. The wait stretches so that flushing takes at most
 // flushShare of the time, up to ten intervals: a page is searchable at
 // most that long after it was stored (FlushDocs and FlushBytes still
 // flush sooner).
