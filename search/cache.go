@@ -7,8 +7,9 @@ import (
 )
 
 // resultCache is the coordinator's LRU of complete answers, keyed by the
-// normalised query and page. Entries age out after ttl so that new pages
-// appear, and the whole cache is dropped when membership changes.
+// normalised query, page and members asked (cacheKey). Entries age out
+// after ttl so that new pages appear, and the whole cache is dropped when
+// membership changes.
 type resultCache struct {
 	mu      sync.Mutex
 	max     int

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -237,7 +238,10 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	q.preferScript(req.Script)
-	key := cacheKey(q, req.Page, req.N)
+	// An answer is only as complete as the membership it asked: one
+	// cached before a member joined must not be served after.
+	members := c.transport.Members()
+	key := cacheKey(q, req.Page, req.N, members)
 	if r, ok := c.cache.get(key); ok {
 		cp := *r
 		cp.Cached = true
@@ -250,7 +254,7 @@ func (c *Coordinator) Search(ctx context.Context, req Request) (*Response, error
 	// Shards answer without snippets; the page's results get theirs in a
 	// second round (fillSnippets), so no shard builds a snippet that is not
 	// shown.
-	answers, cov := c.scatter(ctx, q, req.Page*req.N+c.cfg.ShardK)
+	answers, cov := c.scatter(ctx, q, req.Page*req.N+c.cfg.ShardK, members)
 
 	// Sum collection statistics into global ones, then rescore every
 	// candidate with them: a document's score no longer depends on which
@@ -303,8 +307,7 @@ type shardAnswer struct {
 // scatter asks every member at once and gathers until all answered or the
 // deadline passed; a member that has not answered by then is reported, never
 // waited for.
-func (c *Coordinator) scatter(ctx context.Context, q *Query, k int) ([]shardAnswer, Coverage) {
-	members := c.transport.Members()
+func (c *Coordinator) scatter(ctx context.Context, q *Query, k int, members []string) ([]shardAnswer, Coverage) {
 	self := c.transport.Self()
 	type reply struct {
 		member  string
@@ -633,8 +636,11 @@ func canonicalBefore(a, b string) bool {
 	return len(a) < len(b) || len(a) == len(b) && a < b
 }
 
-func cacheKey(q *Query, page, n int) string {
-	return fmt.Sprintf("%s\x00%d\x00%d\x00%d", strings.Join(strings.Fields(q.Raw()), " "), q.script, page, n)
+// cacheKey names an answer by its normalised query, script, page and
+// size, and the members it asks (in any order).
+func cacheKey(q *Query, page, n int, members []string) string {
+	ms := slices.Sorted(slices.Values(members))
+	return fmt.Sprintf("%s\x00%d\x00%d\x00%d\x00%s", strings.Join(strings.Fields(q.Raw()), " "), q.script, page, n, strings.Join(ms, ","))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1056,3 +1056,38 @@ func TestTiedNearDuplicatesShowTheCanonicalCopy(t *testing.T) {
 		t.Fatalf("results %+v, want %s with the mirror as its duplicate", resp.Results, orig.URL)
 	}
 }
+
+// A complete answer cached before a member joined is not served once it
+// has: the answer is only as complete as the members it asked, and the
+// coordinator may learn of the join (Invalidate) after its first search
+// with the new member.
+func TestResultCacheNamesMembers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var docs []*index.Document
+	for i := 0; i < 40; i++ {
+		docs = append(docs, coordDoc(rng, i))
+	}
+	coords, trs, _ := network(t, 2, docs, func(i int) int { return i % 2 })
+	ctx := context.Background()
+	trs[0].members = []string{"m0"}
+	req := Request{Query: "crawler", N: 5, Timeout: 50 * time.Millisecond}
+	alone, err := coords[0].Search(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alone.Coverage.Complete || alone.Cached {
+		t.Fatalf("alone: coverage %+v, cached %v", alone.Coverage, alone.Cached)
+	}
+	if again, err := coords[0].Search(ctx, req); err != nil || !again.Cached {
+		t.Fatalf("the same members: cached %v, err %v", again != nil && again.Cached, err)
+	}
+	trs[0].members = []string{"m1", "m0"}
+	trs[0].silent["m1"] = true
+	joined, err := coords[0].Search(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joined.Cached || joined.Coverage.Complete || joined.Coverage.Asked != 2 || joined.Coverage.TimedOut != 1 {
+		t.Fatalf("after a join: cached %v, coverage %+v; want asked 2, 1 timed out", joined.Cached, joined.Coverage)
+	}
+}
