@@ -24,9 +24,9 @@ type CrawlResult struct {
 	Indexed  int64         // pages handed to the index
 	Requests int           // requests the simulated web logged (robots.txt and sitemaps included)
 	Bytes    int64         // on disk after close
-	// Re-indexes for new anchors that replayed a cached analysed form,
-	// and those that analysed the page again (sou only).
-	FormHits, FormMisses uint64
+	// AnchorUpdates counts the pages whose anchor field was indexed
+	// again for new anchor text (sou only).
+	AnchorUpdates uint64
 }
 
 // PagesPerSecond is indexed pages over wall time.
@@ -139,7 +139,7 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 	st := c.Stats()
 	res := CrawlResult{Elapsed: elapsed, Fetched: st.Fetched, Indexed: sink.indexed.Load(), Requests: len(web.Requests(0)) - reqBefore}
 	ist := ix.Stats()
-	res.FormHits, res.FormMisses = ist.ReindexFormHits, ist.ReindexFormMisses
+	res.AnchorUpdates = ist.AnchorUpdates
 	if cerr := c.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close crawler: %w", cerr)
 	}

@@ -20,10 +20,10 @@ import (
 // watermark. Callers hold flushMu.
 func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	ix.mu.Lock()
-	// Pages whose anchor field changed are re-put from the page store: all
-	// of them when forced or when no page was stored since the last flush,
-	// else those waiting for longer than ReindexDelay. They are analysed
-	// without ix.mu (see reindexPages) and join this flush's batch.
+	// Pages whose anchor field changed get it indexed again
+	// (anchorpost.go): all of them when forced or when no page was stored
+	// since the last flush, else those waiting for longer than
+	// ReindexDelay.
 	delay := ix.opt.ReindexDelay
 	if delay <= 0 {
 		delay = DefaultOptions().ReindexDelay
@@ -34,7 +34,7 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	// A queued page is analysed with its anchors of the moment below.
 	due = slices.DeleteFunc(due, ix.isQueuedLocked)
 	ix.mu.Unlock()
-	if err := ix.reindexPages(ctx, due); err != nil {
+	if err := ix.updateAnchors(ctx, due); err != nil {
 		return err
 	}
 	if err := ix.drainQueue(ctx); err != nil {
@@ -583,7 +583,7 @@ func (ix *Index) commitDocs(docs []pendingDoc, end uint32, w *postingsWriter) er
 			if ix.isDeleted(d.id) {
 				continue
 			}
-			k, v := docKey(prefixLens, d.id), encodeMeta(&d.meta)
+			k, v := docKey(prefixLens, d.id), encodeMeta(&d.meta, anchorState{})
 			est := int64(len(k)+len(v)) + entryOverhead
 			if count > 0 && (size+est > w.maxSize || count+2 > w.maxCount) {
 				upTo = d.id

@@ -6,28 +6,26 @@ import (
 )
 
 // analysedForm is a page's analysis without its anchors: the tokens that
-// analyzeDoc kept for the title and for the fields after the anchors
-// (headings, body, URL), in emission order, with positions relative to
-// where each part starts. Anchors sit between the two parts in the
-// document's position space (title, anchors, headings, body, URL), so a
-// page analysed with other anchors is the title's tokens as they are, the
-// new anchors analysed, then these tokens shifted by where the anchors
-// end: replaying a form gives the docPostings analyzeDoc would (a test
-// checks it byte for byte), without normalising, folding or segmenting the
-// page again. A re-index for new anchor text uses it.
+// analyzeDoc kept for the title and for the fields after it (headings,
+// body, URL), in emission order, with positions relative to where each
+// part starts. Anchors come last, from anchorBase on, so a page analysed
+// with other anchors is these tokens as they are and the new anchors
+// analysed: replaying a form gives the docPostings analyzeDoc would (a
+// test checks it byte for byte), without normalising, folding or
+// segmenting the page again. A page's replicas index it from its form.
 type analysedForm struct {
 	terms   string   // the distinct terms, concatenated
 	termEnd []uint32 // terms[termEnd[i-1]:termEnd[i]] is term i
 	// toks is, per kept token, the uvarint term index then the uvarint
 	// gap from the previous token's position, modulo 2^32 (mostly 0 or 1;
-	// a bigram may go back); the title starts at 0, the rest at the first
-	// position after the anchors.
+	// a bigram may go back); the title starts at 0, the rest at
+	// titleSpan.
 	toks      []byte
 	titleToks int    // the first titleToks tokens are the title's
 	bodyFrom  int    // tokens from titleToks to bodyFrom are headings', then the body's
 	urlFrom   int    // tokens from urlFrom on are the URL field's
 	nToks     int    // all tokens
-	titleSpan uint32 // where the anchors start: past the title and its gap
+	titleSpan uint32 // where the rest starts: past the title and its gap
 	page      script // the page's script, which the anchors' analysis takes
 }
 
@@ -55,15 +53,12 @@ func formOf(dp *docPostings) *analysedForm {
 	for range dp.terms {
 		used = append(used, 0)
 	}
-	n := len(dp.occTerm) - parts.anchorsEnd + parts.titleEnd
+	n := parts.anchorsFrom
 	toks := make([]byte, 0, 2*n+n/2)
 	prev := uint32(0)
-	for k := 0; k < len(dp.occTerm); k++ {
+	for k := range n {
 		if k == parts.titleEnd {
-			k, prev = parts.anchorsEnd, parts.restBase
-			if k == len(dp.occTerm) {
-				break
-			}
+			prev = parts.titleSpan
 		}
 		t := dp.occTerm[k]
 		if used[t] == 0 {
@@ -77,18 +72,15 @@ func formOf(dp *docPostings) *analysedForm {
 	}
 	dp.start = used
 	f.terms, f.toks = string(terms), toks
-	f.titleToks = parts.titleEnd
-	f.bodyFrom = parts.titleEnd + parts.bodyFrom - parts.anchorsEnd
-	f.urlFrom = parts.titleEnd + parts.urlFrom - parts.anchorsEnd
-	f.nToks = n
+	f.titleToks, f.bodyFrom, f.urlFrom, f.nToks = parts.titleEnd, parts.bodyFrom, parts.urlFrom, n
 	return f
 }
 
 // analysisParts is where analyzeDoc's parts end: token counts (indexes
 // into docPostings.occTerm) and positions.
 type analysisParts struct {
-	titleEnd, anchorsEnd, bodyFrom, urlFrom int
-	titleSpan, restBase                     uint32
+	titleEnd, bodyFrom, urlFrom, anchorsFrom int
+	titleSpan                                uint32
 }
 
 func (f *analysedForm) term(i uint64) (string, bool) {
@@ -103,9 +95,8 @@ func (f *analysedForm) term(i uint64) (string, bool) {
 }
 
 // formCache keeps the analysed forms of recently indexed pages, by URL
-// and docID, so that re-indexing a page for new anchors replays its form
-// instead of analysing it again. Least recently used forms go past
-// maxBytes. It is only an optimisation: a form is used only for the docID
+// and docID, for the pages' replicas (Form). Least recently used forms go
+// past maxBytes. It is only an optimisation: a form is used only for the docID
 // it was analysed for (docIDs are never reused, and a page's content
 // changes only with its docID), and a page without one is analysed.
 type formCache struct {
@@ -114,8 +105,6 @@ type formCache struct {
 	bytes    int
 	m        map[string]*formEntry
 	head     formEntry // sentinel: head.next is the most recently used
-	hits     uint64
-	misses   uint64
 }
 
 type formEntry struct {
@@ -142,7 +131,7 @@ func (c *formCache) wants(dp *docPostings) bool {
 	if !c.enabled() {
 		return false
 	}
-	toks := len(dp.occTerm) - dp.parts.anchorsEnd + dp.parts.titleEnd
+	toks := dp.parts.anchorsFrom
 	return 2*toks+4*len(dp.terms)+formOverhead <= c.maxBytes/16
 }
 
@@ -154,15 +143,9 @@ func (c *formCache) pushFront(e *formEntry) {
 	c.head.next = e
 }
 
-// get returns the form of the page at u stored as docID id, for a
-// re-index (counted in hits and misses).
-func (c *formCache) get(u string, id uint32) *analysedForm { return c.find(u, id, true) }
-
-// lookup returns the form of the page at u stored as docID id, or nil.
-func (c *formCache) lookup(u string, id uint32) *analysedForm { return c.find(u, id, false) }
-
-// find is get (count set) and lookup: the form, moved to the front.
-func (c *formCache) find(u string, id uint32, count bool) *analysedForm {
+// lookup returns the form of the page at u stored as docID id (moved to
+// the front), or nil.
+func (c *formCache) lookup(u string, id uint32) *analysedForm {
 	if !c.enabled() {
 		return nil
 	}
@@ -170,13 +153,7 @@ func (c *formCache) find(u string, id uint32, count bool) *analysedForm {
 	defer c.mu.Unlock()
 	e, ok := c.m[u]
 	if !ok || e.id != id {
-		if count {
-			c.misses++
-		}
 		return nil
-	}
-	if count {
-		c.hits++
 	}
 	c.unlink(e)
 	c.pushFront(e)
@@ -236,14 +213,4 @@ func (c *formCache) removeLocked(u string) {
 		c.unlink(e)
 		delete(c.m, u)
 	}
-}
-
-// counts returns the lookups that found a form and those that did not.
-func (c *formCache) counts() (hits, misses uint64) {
-	if c == nil {
-		return 0, 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.hits, c.misses
 }

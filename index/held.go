@@ -204,7 +204,7 @@ func (ix *Index) IndexHeld(ctx context.Context, host string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("index: held pages of %s: %w", host, err)
 	}
-	loaded := make([]reindexed, len(ids))
+	loaded := make([]heldPage, len(ids))
 	indexed := 0
 	err = inWindows(ctx, len(ids),
 		func(i int) { loaded[i] = ix.loadHeldPage(host, ids[i]) },
@@ -221,7 +221,7 @@ func (ix *Index) IndexHeld(ctx context.Context, host string) (int, error) {
 					}
 				}
 				loaded[i].release(ix)
-				loaded[i] = reindexed{}
+				loaded[i] = heldPage{}
 			}
 			pending, pendBytes := ix.pendingDocs(), ix.pendingBytes()
 			ix.mu.Unlock()
@@ -236,8 +236,8 @@ func (ix *Index) IndexHeld(ctx context.Context, host string) (int, error) {
 // loadHeldPage reads held page id of host and analyses it with its
 // anchors, replaying its stored form when it has a usable one. found is
 // false when the page is no longer held under id.
-func (ix *Index) loadHeldPage(host string, id uint32) reindexed {
-	r := reindexed{id: id, host: host}
+func (ix *Index) loadHeldPage(host string, id uint32) heldPage {
+	r := heldPage{id: id, host: host}
 	var doc Document
 	var form []byte
 	err := ix.db.View(func(txn *badger.Txn) error {
@@ -297,7 +297,7 @@ func (ix *Index) loadHeldPage(host string, id uint32) reindexed {
 // applyHeldLocked indexes a page read by loadHeldPage if it is still held
 // under the docID it was read with, with the anchors recorded now; ok
 // says it did. Callers hold ix.mu.
-func (ix *Index) applyHeldLocked(r *reindexed) (ok bool, err error) {
+func (ix *Index) applyHeldLocked(r *heldPage) (ok bool, err error) {
 	if r.err != nil || !r.found {
 		return false, r.err
 	}
@@ -365,4 +365,25 @@ func (ix *Index) dropHeldLocked(id uint32, u string) error {
 	ix.markDeleted(id)
 	ix.publish()
 	return nil
+}
+
+// heldPage is a held page read and analysed for IndexHeld.
+type heldPage struct {
+	url      string
+	found    bool   // the page is stored
+	id       uint32 // its docID when read
+	anchors  []string
+	host     string
+	dp       *docPostings
+	form     *analysedForm // the page's analysed form, nil without a form cache
+	rec, raw []byte        // the stored values (compressed), written again as they are
+	err      error
+	corrupt  bool // a held page whose record does not decode (held.go)
+}
+
+func (r *heldPage) release(ix *Index) {
+	if r.dp != nil {
+		ix.releaseDoc(r.dp)
+		r.dp = nil
+	}
 }

@@ -79,11 +79,10 @@ type Stats struct {
 	AvgFieldLen   [NumFields]float64
 	Pending       int    // documents stored (or re-indexed for new anchors) but not yet searchable
 	NextDocID     uint32 // docIDs allocated so far
-	// Re-indexes for new anchors that replayed the page's analysed form,
-	// and those that found none and analysed the page (since Open).
-	ReindexFormHits, ReindexFormMisses uint64
-	// Pages put since Open whose text was analysed (not counting
-	// re-indexes for anchors), pages put with a received analysed form
+	// AnchorUpdates counts the pages whose anchor field was indexed again
+	// for new anchor text since Open (anchorpost.go).
+	AnchorUpdates uint64
+	// Pages put since Open whose text was analysed, pages put with a received analysed form
 	// (PutAnalysedBatch) that were indexed by replaying it, and received
 	// forms refused (malformed, or of another analyzer version; those
 	// pages were analysed).
@@ -139,11 +138,15 @@ type Index struct {
 	// flushSeq numbers flushes for merges (mergeDue).
 	carefulUntil uint32
 	flushSeq     uint64
-	forms        *formCache
+	// anchorSeq is the last anchor update number (anchorpost.go), the
+	// flusher's own.
+	anchorSeq uint32
+	forms     *formCache
 	// putsAnalysed counts Puts that analysed their page; formsReplayed
 	// and formsRefused, received analysed forms (PutAnalysedBatch) used
 	// and not used.
 	putsAnalysed, formsReplayed, formsRefused atomic.Uint64
+	anchorUpdates                             atomic.Uint64 // docs given a new anchor field since Open
 	summaries                                 *summaryCache // nil when off
 	docPool                                   sync.Pool     // *docPostings scratch for analysis
 	recBufs                                   sync.Pool     // *[]byte buffers for decompressing page records
@@ -163,6 +166,7 @@ type Index struct {
 	// so the engine's static-rank bound is tight enough to prune with.
 	maxStatic float64
 	metas     []docMeta
+	anchorTab *anchorTable
 	deleted   []atomic.Uint64
 	// deletions counts markDeleted calls, each counted after its bit is
 	// set: a reader that sees the count unchanged across a pass over
@@ -240,6 +244,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if opts.SummaryCacheBytes > 0 {
 		ix.summaries = newSummaryCache(opts.SummaryCacheBytes)
 	}
+	ix.anchorTab = &anchorTable{}
 	dropped, err := ix.checkAnalyzer()
 	if err != nil {
 		return nil, err
@@ -308,7 +313,7 @@ func (ix *Index) checkAnalyzer() (dropped bool, err error) {
 	}
 	if docs {
 		ix.log.Warn("index: built with another analyzer or postings format: re-indexing every stored page before searching", "was", stored, "now", want)
-		if err := ix.db.DropPrefix([]byte(prefixPostings), []byte(prefixLens)); err != nil {
+		if err := ix.db.DropPrefix([]byte(prefixPostings), []byte(prefixAnchorPostings), []byte(prefixLens)); err != nil {
 			return false, fmt.Errorf("index: drop postings of analyzer %q: %w", stored, err)
 		}
 	}
@@ -328,7 +333,7 @@ func (ix *Index) checkAnalyzer() (dropped bool, err error) {
 
 // postingsFormat names the layout of postings blocks and keys (codec.go);
 // change it with the layout, so that Open rebuilds an index of another.
-const postingsFormat = "postings 2"
+const postingsFormat = "postings 3"
 
 // storedVersion is what i:m:analyzer holds for an index of an's terms in
 // this postings format.
@@ -356,27 +361,45 @@ func (ix *Index) load() error {
 		ix.metas = make([]docMeta, ix.st.NextDoc, ix.st.NextDoc+1024)
 		ix.docHosts = make([]uint32, ix.st.NextDoc, ix.st.NextDoc+1024)
 		ix.deleted = make([]atomic.Uint64, (ix.st.NextDoc+1024)/64+1)
+		var err error
+		if ix.anchorSeq, err = loadAnchorSeq(txn); err != nil {
+			return err
+		}
+		var ups []anchorUpdate
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixLens)})
 		for it.Rewind(); it.Valid(); it.Next() {
 			id := binary.BigEndian.Uint32(it.Item().Key()[len(prefixLens):])
 			if id >= ix.st.NextDoc {
 				continue
 			}
-			if err := it.Item().Value(func(v []byte) error { return decodeMeta(v, &ix.metas[id]) }); err != nil {
+			var a anchorState
+			err := it.Item().Value(func(v []byte) (err error) {
+				a, err = decodeMeta(v, &ix.metas[id])
+				return err
+			})
+			if err != nil {
 				it.Close()
 				return err
+			}
+			if a.seq != 0 {
+				ups = append(ups, anchorUpdate{id: id, seq: a.seq, length: a.length})
 			}
 			ix.docHosts[id] = ix.internHost(&ix.metas[id])
 			// N and the field length sums are those of the docs with an
 			// i:l: key: written with their postings, deleted with the doc.
 			ix.st.Docs++
-			for f, l := range ix.metas[id].lens {
+			m := ix.metas[id]
+			if a.seq != 0 {
+				m.lens[FieldAnchor] = a.length
+			}
+			for f, l := range m.lens {
 				ix.st.LenSum[f] += int64(l)
 			}
-			ix.hostAdd(&ix.metas[id], 1)
+			ix.hostAdd(&m, 1)
 			ix.maxStatic = max(ix.maxStatic, ix.metas[id].static)
 		}
 		it.Close()
+		ix.anchorTab = ix.anchorTab.with(ups)
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixTomb)})
 		for it.Rewind(); it.Valid(); it.Next() {
 			id := binary.BigEndian.Uint32(it.Item().Key()[len(prefixTomb):])
@@ -587,7 +610,7 @@ func (ix *Index) Stats() Stats {
 	st, pend, held := ix.pub, ix.pubPend, ix.pubHeld
 	ix.metaMu.RUnlock()
 	s := Stats{Docs: st.Docs, PostingsBytes: st.PostSize, FieldLenSum: st.LenSum, Pending: pend, NextDocID: st.NextDoc, Held: held}
-	s.ReindexFormHits, s.ReindexFormMisses = ix.forms.counts()
+	s.AnchorUpdates = ix.anchorUpdates.Load()
 	s.PutsAnalysed, s.FormsReplayed, s.FormsRefused = ix.putsAnalysed.Load(), ix.formsReplayed.Load(), ix.formsRefused.Load()
 	for f := range NumFields {
 		if st.Docs > 0 {
@@ -614,6 +637,15 @@ func urlText(u string) string {
 // that a phrase never matches across them.
 const fieldGap = 16
 
+// anchorBase is where a document's anchor texts start in its position
+// space, above any position of its other fields (a received form's are
+// below maxFormPosition, a page's own below MaxAnalyzeBytes per field).
+// Anchors come last and at a fixed place so that the rest of the page's
+// positions do not depend on them: an update of the anchor field
+// (anchorpost.go) replaces positions from anchorBase on and leaves the
+// others as they are.
+const anchorBase = 1 << 30
+
 // analyzeDoc turns a document into per-term field TFs and positions. The
 // result is pooled scratch: hand it back with releaseDoc. It also notes
 // where its parts end (docPostings.parts), from which formOf builds the
@@ -624,7 +656,6 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 	dp.meta.script = dp.page
 	base := ix.analyzeField(dp, FieldTitle, d.Title, 0)
 	dp.parts.titleEnd, dp.parts.titleSpan = len(dp.occTerm), base
-	base = ix.analyzeAnchors(dp, anchors, base)
 	for _, h := range d.Headings {
 		base = ix.analyzeField(dp, FieldHeading, h, base)
 	}
@@ -632,6 +663,7 @@ func (ix *Index) analyzeDoc(d *Document, anchors []string) *docPostings {
 	base = ix.analyzeField(dp, FieldBody, d.Body, base)
 	dp.parts.urlFrom = len(dp.occTerm)
 	ix.analyzeField(dp, FieldURL, urlText(d.URL), base)
+	ix.analyzeAnchors(dp, anchors)
 	dp.encode()
 	return dp
 }
@@ -666,7 +698,7 @@ func (ix *Index) replayForm(d *Document, f *analysedForm, anchors []string) (*do
 		dp.token(t, FieldTitle, pos)
 	}
 	dp.parts.titleEnd, dp.parts.titleSpan = len(dp.occTerm), f.titleSpan
-	pos = ix.analyzeAnchors(dp, anchors, f.titleSpan)
+	pos = f.titleSpan
 	for k := f.titleToks; k < f.nToks; k++ {
 		t, gap, err := next()
 		if err != nil {
@@ -685,8 +717,8 @@ func (ix *Index) replayForm(d *Document, f *analysedForm, anchors []string) (*do
 	if r.off != len(r.b) {
 		return fail()
 	}
-	dp.parts.bodyFrom = dp.parts.anchorsEnd + f.bodyFrom - f.titleToks
-	dp.parts.urlFrom = dp.parts.anchorsEnd + f.urlFrom - f.titleToks
+	dp.parts.bodyFrom, dp.parts.urlFrom = f.bodyFrom, f.urlFrom
+	ix.analyzeAnchors(dp, anchors)
 	dp.encode()
 	return dp, nil
 }
@@ -709,14 +741,14 @@ func (ix *Index) analyzeField(dp *docPostings, field int, text string, base uint
 	return base + uint32(dp.maxPos+1) + fieldGap
 }
 
-// analyzeAnchors adds each anchor text as a field from base on and notes
-// where the anchors end (docPostings.parts).
-func (ix *Index) analyzeAnchors(dp *docPostings, anchors []string, base uint32) uint32 {
+// analyzeAnchors adds each anchor text as a field from anchorBase on and
+// notes where the anchors' tokens start (docPostings.parts).
+func (ix *Index) analyzeAnchors(dp *docPostings, anchors []string) {
+	dp.parts.anchorsFrom = len(dp.occTerm)
+	base := uint32(anchorBase)
 	for _, a := range anchors {
 		base = ix.analyzeField(dp, FieldAnchor, a, base)
 	}
-	dp.parts.anchorsEnd, dp.parts.restBase = len(dp.occTerm), base
-	return base
 }
 
 // releaseDoc returns analysis scratch to the pool (not if a huge page made
@@ -1006,8 +1038,9 @@ func (ix *Index) removeInTxn(txn *badger.Txn, id uint32, ns *state) error {
 	}
 	if id < ns.Flushed && !ix.isDeleted(id) && !held { // only flushed docs are counted
 		ns.Docs--
+		lens := ix.liveLensLocked(id)
 		for f := range NumFields {
-			ns.LenSum[f] -= int64(m.lens[f])
+			ns.LenSum[f] -= int64(lens[f])
 		}
 	}
 	return nil
@@ -1019,7 +1052,9 @@ func (ix *Index) markDeleted(id uint32) {
 		ix.unhold(id)
 	} else if id < ix.st.Flushed && !ix.isDeleted(id) {
 		ix.metaMu.Lock()
-		ix.hostAdd(&ix.metas[id], -1)
+		m := ix.metas[id]
+		m.lens = ix.liveLensLocked(id)
+		ix.hostAdd(&m, -1)
 		ix.metaMu.Unlock()
 	}
 	ix.deleted[id/64].Or(1 << (id % 64)) // a pending doc's postings are dropped by the flush

@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -18,7 +19,9 @@ const NoMoreDocs = math.MaxUint32
 type Reader struct {
 	ix        *Index
 	txn       *badger.Txn
-	it        *badger.Iterator
+	it        *badger.Iterator // over main postings
+	ait       *badger.Iterator // over anchor postings
+	anchors   *anchorTable
 	metas     []docMeta
 	docHosts  []uint32
 	hostNames []string
@@ -27,20 +30,28 @@ type Reader struct {
 	maxRank   float64
 }
 
-// NewReader opens a read view.
+// NewReader opens a read view. The anchor table is taken before the
+// Badger snapshot: a view may then hold anchor postings of an update its
+// table does not name yet (skipped as stale), never name an update whose
+// postings it cannot see.
 func (ix *Index) NewReader() *Reader {
+	ix.metaMu.RLock()
+	anchors := ix.anchorTab
+	ix.metaMu.RUnlock()
 	txn := ix.db.NewTransaction(false)
 	ix.metaMu.RLock()
-	r := &Reader{ix: ix, txn: txn, metas: ix.metas, docHosts: ix.docHosts, hostNames: ix.hostNames, deleted: ix.deleted, st: ix.pub, maxRank: ix.maxStatic}
+	r := &Reader{ix: ix, txn: txn, anchors: anchors, metas: ix.metas, docHosts: ix.docHosts, hostNames: ix.hostNames, deleted: ix.deleted, st: ix.pub, maxRank: ix.maxStatic}
 	ix.metaMu.RUnlock()
 	return r
 }
 
 // Close releases the read transaction.
 func (r *Reader) Close() {
-	if r.it != nil {
-		r.it.Close()
-		r.it = nil
+	for _, it := range []**badger.Iterator{&r.it, &r.ait} {
+		if *it != nil {
+			(*it).Close()
+			*it = nil
+		}
 	}
 	r.txn.Discard()
 }
@@ -81,7 +92,19 @@ func (r *Reader) Deletions() (n uint64, current bool) {
 }
 
 // FieldLens returns the per-field lengths (token counts) of doc id.
-func (r *Reader) FieldLens(id uint32) [NumFields]uint32 { return r.metas[id].lens }
+func (r *Reader) FieldLens(id uint32) [NumFields]uint32 {
+	lens := r.metas[id].lens
+	if seq, n := r.anchors.get(id); seq != 0 {
+		lens[FieldAnchor] = n
+	}
+	return lens
+}
+
+// AnchorGeneration names the anchor fields of the view's documents: two
+// views with the same generation see every document's anchors alike
+// (anchor updates change it; Deletions counts the other changes to
+// documents already searchable).
+func (r *Reader) AnchorGeneration() uint64 { return r.anchors.gen }
 
 // StaticRank returns the static rank of doc id as given to Put.
 func (r *Reader) StaticRank(id uint32) float64 { return r.metas[id].static }
@@ -140,15 +163,19 @@ type rawBlock struct {
 	from, to int // in Postings.arena
 }
 
-// Postings is a cursor over one term's postings list. Blocks are read as
-// encoded bytes; a block's docIDs and TFs are decoded only when the cursor
-// enters it, and positions only when asked for, so block-max pruning can
-// skip blocks without decoding them. A cursor opened without positions
-// reads a block's positions from the store the first time Positions asks
-// for one of its docs.
+// Postings is a cursor over one term's postings list: its main blocks
+// merged, by docID, with its anchor postings (anchorpost.go). Blocks are
+// read as encoded bytes; a block's docIDs and TFs are decoded only when
+// the cursor enters it, and positions only when asked for, so block-max
+// pruning can skip blocks without decoding them. A cursor opened without
+// positions reads a block's positions from the store the first time
+// Positions asks for one of its docs. Anchor postings, a few entries per
+// doc whose anchors changed since its flush, are decoded whole when the
+// cursor opens.
 type Postings struct {
 	Term string
-	// DF counts documents in the list (tombstoned ones not yet purged included).
+	// DF counts documents in the list (tombstoned ones not yet purged,
+	// and stale anchor entries, included).
 	DF int64
 	// MaxTF and MinLen bound the term's per-field TF and length over the list.
 	MaxTF, MinLen [NumFields]uint32
@@ -159,20 +186,37 @@ type Postings struct {
 	dec    int // decoded block index, -1 if none
 	blk    decodedBlock
 	i      int
-	doc    uint32
+	mdoc   uint32 // the main list's current doc
 	err    error
 	// withPos says the arena holds positions; otherwise posBlock is the
 	// block whose positions blk holds (read through txn), -1 if none.
 	withPos  bool
 	posBlock int
 	txn      *badger.Txn
+
+	// The anchor postings, sorted by docID then update, and the view's
+	// anchor table, which says which update is a doc's current one.
+	anc     []anchorEntry
+	ancPos  []uint32
+	ai      int // first entry not below the last target
+	anchors *anchorTable
+
+	// The merged cursor's current doc: its TFs, whether the main list
+	// has it and whether its main anchor field is replaced, and its
+	// current anchor entry (-1: none).
+	doc      uint32
+	tf       [NumFields]uint32
+	inMain   bool
+	replaced bool
+	cur      int
+	shallow  BlockHeader
 }
 
 // Postings opens the postings of term (an empty cursor if the term is
 // unknown). Positions are read only when withPositions is set (phrases);
 // they are most of a list's bytes.
 func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
-	p := &Postings{Term: term, dec: -1, doc: NoMoreDocs, withPos: withPositions, posBlock: -1, txn: r.txn}
+	p := &Postings{Term: term, dec: -1, doc: NoMoreDocs, mdoc: NoMoreDocs, withPos: withPositions, posBlock: -1, txn: r.txn, anchors: r.anchors, cur: -1}
 	if r.it == nil {
 		r.it = r.txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixPostings)})
 	}
@@ -210,19 +254,61 @@ func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
 		p.DF += int64(b.hdr.N)
 		mergeBounds(&p.MaxTF, &p.MinLen, b.hdr.MaxTF, b.hdr.MinLen)
 	}
-	if len(p.blocks) > 0 {
+	if err := p.readAnchorPostings(r); err != nil {
+		return nil, fmt.Errorf("index: anchor postings of %q: %w", term, err)
+	}
+	if len(p.blocks) > 0 || len(p.anc) > 0 {
 		p.Advance(0)
 	}
 	return p, nil
 }
 
+// readAnchorPostings decodes the term's anchor blocks into p.anc.
+func (p *Postings) readAnchorPostings(r *Reader) error {
+	if r.ait == nil {
+		r.ait = r.txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixAnchorPostings)})
+	}
+	kp := anchorTermPrefix(p.Term)
+	parts := 0
+	for r.ait.Seek(kp); r.ait.ValidForPrefix(kp); r.ait.Next() {
+		if len(r.ait.Item().Key()) != len(kp)+6 {
+			continue // another term's, which has this one as a prefix up to a 0 byte
+		}
+		err := r.ait.Item().Value(func(v []byte) error {
+			var err error
+			p.anc, p.ancPos, err = decodeAnchorBlock(v, p.anc, p.ancPos)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		parts++
+	}
+	if parts > 1 {
+		slices.SortFunc(p.anc, compareAnchorEntries)
+	}
+	for _, e := range p.anc {
+		mergeBounds(&p.MaxTF, &p.MinLen, anchorTF(e.tf), anchorTF(e.length))
+	}
+	p.DF += int64(len(p.anc))
+	return nil
+}
+
+// anchorTF is v in the anchor field alone.
+func anchorTF(v uint32) [NumFields]uint32 {
+	var a [NumFields]uint32
+	a[FieldAnchor] = v
+	return a
+}
+
 // Rewind moves the cursor back to the list's first doc without reading
 // the store again.
 func (p *Postings) Rewind() {
-	if p.err != nil || len(p.blocks) == 0 {
+	if p.err != nil || len(p.blocks) == 0 && len(p.anc) == 0 {
 		return
 	}
-	p.bi, p.dec, p.posBlock, p.i = 0, -1, -1, 0
+	p.bi, p.dec, p.posBlock, p.i, p.ai = 0, -1, -1, 0, 0
+	p.mdoc, p.doc = NoMoreDocs, NoMoreDocs
 	p.Advance(0)
 }
 
@@ -233,22 +319,92 @@ func (p *Postings) Doc() uint32 { return p.doc }
 func (p *Postings) Err() error { return p.err }
 
 // ShallowAdvance moves to the block that may contain the first doc >= target
-// without decoding it, returning its last docID and header (NoMoreDocs, nil
-// past the end). Call Advance before reading the doc.
+// without decoding it, returning its last docID and the bounds of the docs
+// from target to it (NoMoreDocs, nil past the end). Call Advance before
+// reading the doc.
 func (p *Postings) ShallowAdvance(target uint32) (uint32, *BlockHeader) {
 	for p.bi < len(p.blocks) && p.blocks[p.bi].last < target {
 		p.bi++
 	}
-	if p.bi >= len(p.blocks) {
-		return NoMoreDocs, nil
+	if len(p.anc) == 0 {
+		if p.bi >= len(p.blocks) {
+			return NoMoreDocs, nil
+		}
+		return p.blocks[p.bi].last, &p.blocks[p.bi].hdr
 	}
-	return p.blocks[p.bi].last, &p.blocks[p.bi].hdr
+	j := p.ai + sort.Search(len(p.anc)-p.ai, func(k int) bool { return p.anc[p.ai+k].doc >= target })
+	var last uint32
+	if p.bi < len(p.blocks) {
+		last = p.blocks[p.bi].last
+		p.shallow = p.blocks[p.bi].hdr
+	} else {
+		if j >= len(p.anc) {
+			return NoMoreDocs, nil
+		}
+		last = p.anc[len(p.anc)-1].doc
+		p.shallow = BlockHeader{}
+	}
+	for ; j < len(p.anc) && p.anc[j].doc <= last; j++ {
+		mergeBounds(&p.shallow.MaxTF, &p.shallow.MinLen, anchorTF(p.anc[j].tf), anchorTF(p.anc[j].length))
+	}
+	return last, &p.shallow
 }
 
-// Advance moves to the first doc >= target and returns it.
+// Advance moves to the first doc >= target and returns it. A doc of the
+// main list whose anchors were updated counts without its main anchor
+// field, and with its current anchor entry's; a doc left with no field
+// at all is passed over.
 func (p *Postings) Advance(target uint32) uint32 {
-	if p.dec >= 0 && p.doc != NoMoreDocs && p.doc >= target {
+	if p.doc != NoMoreDocs && p.doc >= target {
 		return p.doc
+	}
+	for {
+		dm := p.advanceMain(target)
+		if p.err != nil {
+			p.doc = NoMoreDocs
+			return p.doc
+		}
+		for p.ai < len(p.anc) && p.anc[p.ai].doc < target {
+			p.ai++
+		}
+		d := dm
+		if p.ai < len(p.anc) {
+			d = min(d, p.anc[p.ai].doc)
+		}
+		if d == NoMoreDocs {
+			p.doc = NoMoreDocs
+			return p.doc
+		}
+		var tf [NumFields]uint32
+		if dm == d {
+			tf = p.blk.tfs[p.i]
+		}
+		p.cur, p.replaced = -1, false
+		if p.ai < len(p.anc) && p.anc[p.ai].doc == d || tf[FieldAnchor] != 0 {
+			if seq, _ := p.anchors.get(d); seq != 0 {
+				p.replaced = true
+				tf[FieldAnchor] = 0
+				for j := p.ai; j < len(p.anc) && p.anc[j].doc == d; j++ {
+					if p.anc[j].seq == seq {
+						p.cur = j
+						tf[FieldAnchor] = p.anc[j].tf
+					}
+				}
+			}
+		}
+		if tf == ([NumFields]uint32{}) {
+			target = d + 1
+			continue
+		}
+		p.doc, p.tf, p.inMain = d, tf, dm == d
+		return d
+	}
+}
+
+// advanceMain moves the main list to its first doc >= target.
+func (p *Postings) advanceMain(target uint32) uint32 {
+	if p.dec >= 0 && p.mdoc != NoMoreDocs && p.mdoc >= target {
+		return p.mdoc
 	}
 	if p.err != nil {
 		return NoMoreDocs
@@ -259,15 +415,15 @@ func (p *Postings) Advance(target uint32) uint32 {
 		p.bi += sort.Search(len(rest), func(i int) bool { return rest[i].last >= target })
 	}
 	if p.bi >= len(p.blocks) {
-		p.doc = NoMoreDocs
-		return p.doc
+		p.mdoc = NoMoreDocs
+		return p.mdoc
 	}
 	if p.dec != p.bi {
 		b := &p.blocks[p.bi]
 		if err := decodeBlock(p.arena[b.from:b.to], &p.blk); err != nil {
 			p.err = fmt.Errorf("term %q block %d: %w", p.Term, p.bi, err)
-			p.doc = NoMoreDocs
-			return p.doc
+			p.mdoc = NoMoreDocs
+			return p.mdoc
 		}
 		p.dec = p.bi
 		p.i = 0
@@ -278,10 +434,10 @@ func (p *Postings) Advance(target uint32) uint32 {
 	}
 	if p.i >= len(docs) { // corrupt: last key lied; move on
 		p.bi++
-		return p.Advance(target)
+		return p.advanceMain(target)
 	}
-	p.doc = docs[p.i]
-	return p.doc
+	p.mdoc = docs[p.i]
+	return p.mdoc
 }
 
 // Next moves to the next doc.
@@ -293,17 +449,35 @@ func (p *Postings) Next() uint32 {
 }
 
 // TF returns the current doc's per-field term frequencies.
-func (p *Postings) TF() [NumFields]uint32 { return p.blk.tfs[p.i] }
+func (p *Postings) TF() [NumFields]uint32 { return p.tf }
 
 // Positions appends the current doc's positions to dst. A cursor opened
 // without positions reads the current block's from the store once.
 func (p *Postings) Positions(dst []uint32) ([]uint32, error) {
-	if !p.withPos && p.posBlock != p.dec {
-		if err := p.loadPositions(); err != nil {
+	if p.inMain {
+		if !p.withPos && p.posBlock != p.dec {
+			if err := p.loadPositions(); err != nil {
+				return dst, err
+			}
+		}
+		n := len(dst)
+		var err error
+		if dst, err = p.blk.positions(p.i, dst); err != nil {
 			return dst, err
 		}
+		if p.replaced { // the main anchor positions come last
+			k := n
+			for k < len(dst) && dst[k] < anchorBase {
+				k++
+			}
+			dst = dst[:k]
+		}
 	}
-	return p.blk.positions(p.i, dst)
+	if p.cur >= 0 {
+		e := p.anc[p.cur]
+		dst = append(dst, p.ancPos[e.from:e.from+e.tf]...)
+	}
+	return dst, nil
 }
 
 // loadPositions reads the decoded block again, whole, from the reader's

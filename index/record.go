@@ -11,23 +11,25 @@ import (
 
 // Badger key prefixes owned by this package (all under "i:").
 const (
-	keyAlloc        = "i:m:alloc"    // next docID to allocate (written by every Put)
-	keyFlush        = "i:m:flush"    // flush watermark, term count, postings bytes (written by every flush)
-	keyAnalyzer     = "i:m:analyzer" // Analyzer.Version the postings were made with
-	prefixURL       = "i:u:"         // url -> docID (4 bytes BE), then heldMark for a held page
-	prefixDoc       = "i:d:"         // docID -> page record without Raw: summary, then zstd (appendStored)
-	prefixRaw       = "i:r:"         // docID -> raw body (zstd)
-	prefixHost      = "i:h:"         // host 0x00 docID -> empty
-	prefixLens      = "i:l:"         // docID -> field lengths, static rank, host (written when postings are flushed)
-	prefixTomb      = "i:x:"         // docID -> empty: tombstone of a deleted or replaced doc
-	prefixAnchors   = "i:a:"         // url -> anchor texts received from other pages
-	prefixReindex   = "i:q:"         // url -> empty: anchors changed, re-index the page
-	prefixPostings  = "i:p:"         // term 0x00 lastDocID -> postings block
-	prefixHeld      = "i:z:"         // host 0x00 docID -> the page's analysed form (maybe empty): a held page (held.go)
-	maxAnchors      = 256
-	maxAnchorBytes  = 256
-	maxURLBytes     = 4096
-	maxHeaderValues = 64
+	keyAlloc             = "i:m:alloc"    // next docID to allocate (written by every Put)
+	keyFlush             = "i:m:flush"    // flush watermark, term count, postings bytes (written by every flush)
+	keyAnalyzer          = "i:m:analyzer" // Analyzer.Version the postings were made with
+	prefixURL            = "i:u:"         // url -> docID (4 bytes BE), then heldMark for a held page
+	prefixDoc            = "i:d:"         // docID -> page record without Raw: summary, then zstd (appendStored)
+	prefixRaw            = "i:r:"         // docID -> raw body (zstd)
+	prefixHost           = "i:h:"         // host 0x00 docID -> empty
+	prefixLens           = "i:l:"         // docID -> field lengths, static rank, host (written when postings are flushed)
+	prefixTomb           = "i:x:"         // docID -> empty: tombstone of a deleted or replaced doc
+	prefixAnchors        = "i:a:"         // url -> anchor texts received from other pages
+	prefixReindex        = "i:q:"         // url -> empty: anchors changed, re-index the page
+	prefixPostings       = "i:p:"         // term 0x00 lastDocID -> postings block
+	prefixAnchorPostings = "i:n:"         // term 0x00 update part -> anchor postings block (anchorpost.go)
+	keyAnchorSeq         = "i:m:anchors"  // last anchor update number
+	prefixHeld           = "i:z:"         // host 0x00 docID -> the page's analysed form (maybe empty): a held page (held.go)
+	maxAnchors           = 256
+	maxAnchorBytes       = 256
+	maxURLBytes          = 4096
+	maxHeaderValues      = 64
 )
 
 // Document is a fetched, parsed page handed to Put.
@@ -312,7 +314,15 @@ type docMeta struct {
 	script script // the page's (pageScript)
 }
 
-func encodeMeta(m *docMeta) []byte {
+// anchorState is a doc's current anchor update (anchorpost.go): its
+// number (0: none) and the anchor field's length since.
+type anchorState struct {
+	seq, length uint32
+}
+
+// encodeMeta encodes a doc's i:l: record: m (lens[FieldAnchor] is the
+// anchor length of its main postings), then its anchor update if any.
+func encodeMeta(m *docMeta, a anchorState) []byte {
 	w := recWriter{}
 	for _, l := range m.lens {
 		w.u64(uint64(l))
@@ -320,10 +330,14 @@ func encodeMeta(m *docMeta) []byte {
 	w.u64(math.Float64bits(m.static))
 	w.str(m.host)
 	w.u64(uint64(m.script))
+	if a.seq != 0 {
+		w.u64(uint64(a.seq))
+		w.u64(uint64(a.length))
+	}
 	return w.b
 }
 
-func decodeMeta(b []byte, m *docMeta) error {
+func decodeMeta(b []byte, m *docMeta) (anchorState, error) {
 	r := recReader{b: b}
 	for f := range m.lens {
 		m.lens[f] = uint32(r.u64())
@@ -331,10 +345,18 @@ func decodeMeta(b []byte, m *docMeta) error {
 	m.static = math.Float64frombits(r.u64())
 	m.host = r.str()
 	m.script = script(min(r.u64(), uint64(scriptTraditional)))
-	if r.err != nil {
-		return fmt.Errorf("decode doc meta: %w", r.err)
+	var a anchorState
+	if r.err == nil && len(r.b) > 0 {
+		seq, length := r.u64(), r.u64()
+		if seq == 0 || seq > math.MaxUint32 || length > math.MaxUint32 {
+			return a, fmt.Errorf("decode doc meta: anchor update %d of length %d", seq, length)
+		}
+		a = anchorState{uint32(seq), uint32(length)}
 	}
-	return nil
+	if r.err != nil {
+		return a, fmt.Errorf("decode doc meta: %w", r.err)
+	}
+	return a, nil
 }
 
 // state is the collection state. NextDoc is persisted by Puts (i:m:alloc),

@@ -2,15 +2,12 @@ package index
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // Re-indexing for new anchors may cost at most reindexShare of the new
@@ -54,134 +51,6 @@ func reindexDue(waiting map[string]time.Time, due time.Time, all bool, puts int)
 		out[i] = c.url
 	}
 	return out
-}
-
-// reindexPages re-puts the pages at urls with their current anchors. The
-// expensive part, reading and analysing each page (as much as a Put), runs
-// on up to GOMAXPROCS goroutines without ix.mu, so Puts and AddAnchors go
-// on meanwhile; the stored record and raw body are reused as compressed,
-// since only the anchors changed. Each page is then put under ix.mu, where
-// nothing can change its docID or its anchors: a page whose docID or
-// anchors changed since it was read is read and analysed again under the
-// lock (rare), so a re-index never indexes stale anchors, and a page that
-// a Put or Delete took care of meanwhile is skipped.
-func (ix *Index) reindexPages(ctx context.Context, urls []string) error {
-	loaded := make([]reindexed, len(urls))
-	return inWindows(ctx, len(urls),
-		func(i int) { loaded[i] = ix.loadForReindex(urls[i]) },
-		func(lo, hi int) error {
-			ix.mu.Lock()
-			defer ix.mu.Unlock()
-			var err error
-			for i := lo; i < hi; i++ {
-				if err == nil {
-					err = ix.applyReindexLocked(&loaded[i])
-				}
-				loaded[i].release(ix)
-				loaded[i] = reindexed{} // the stored values too: a forced flush may re-index thousands of pages
-			}
-			return err
-		})
-}
-
-// reindexed is a page read and analysed for a re-index.
-type reindexed struct {
-	url      string
-	found    bool   // the page is stored
-	id       uint32 // its docID when read
-	anchors  []string
-	host     string
-	dp       *docPostings
-	form     *analysedForm // the page's analysed form, nil without a form cache
-	rec, raw []byte        // the stored values (compressed), written again as they are
-	err      error
-	corrupt  bool // a held page whose record does not decode (held.go)
-}
-
-func (r *reindexed) release(ix *Index) {
-	if r.dp != nil {
-		ix.releaseDoc(r.dp)
-		r.dp = nil
-	}
-}
-
-// loadForReindex reads the page at u and analyses it with its anchors:
-// from its analysed form when the form cache has it, so that only the
-// anchors are analysed.
-func (ix *Index) loadForReindex(u string) reindexed {
-	r := reindexed{url: u}
-	var doc Document
-	err := ix.db.View(func(txn *badger.Txn) error {
-		id, ok, held, err := getDoc(txn, u)
-		if err != nil || !ok || held { // a held page waits for IndexHeld
-			return err
-		}
-		if r.rec, r.raw, err = storedValues(txn, id); err != nil {
-			return err
-		}
-		if r.anchors, err = anchorsIn(txn, u); err != nil {
-			return err
-		}
-		r.found, r.id = true, id
-		return ix.decodeStored(r.rec, &doc)
-	})
-	if err != nil {
-		r.err = fmt.Errorf("index: re-index %q: %w", u, err)
-		return r
-	}
-	if !r.found {
-		return r
-	}
-	r.host = doc.Host
-	if r.form = ix.forms.get(u, r.id); r.form != nil {
-		if r.dp, err = ix.replayForm(&doc, r.form, r.anchors); err == nil {
-			return r
-		}
-		ix.log.Error("index: re-index: analysing the page again", "url", u, "err", err)
-	}
-	r.dp = ix.analyzeDoc(&doc, r.anchors)
-	if ix.forms.wants(r.dp) {
-		r.form = formOf(r.dp)
-	}
-	return r
-}
-
-// applyReindexLocked puts a page read by loadForReindex, after checking
-// that it is still what was read. Callers hold ix.mu.
-func (ix *Index) applyReindexLocked(r *reindexed) error {
-	if r.err != nil {
-		return r.err
-	}
-	if _, waiting := ix.reindex[r.url]; !waiting || ix.isQueuedLocked(r.url) {
-		return nil // deleted, or put since: the flush analyses it with its current anchors
-	}
-	var id uint32
-	var found bool
-	var anchors []string
-	err := ix.db.View(func(txn *badger.Txn) error {
-		var err error
-		var held bool
-		if id, found, held, err = getDoc(txn, r.url); err != nil {
-			return err
-		}
-		found = found && !held
-		anchors, err = anchorsIn(txn, r.url)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("index: re-index %q: %w", r.url, err)
-	}
-	if found != r.found || id != r.id || !slices.Equal(anchors, r.anchors) {
-		r.release(ix)
-		if *r = ix.loadForReindex(r.url); r.err != nil {
-			return r.err
-		}
-	}
-	if !r.found { // page gone: drop the request
-		delete(ix.reindex, r.url)
-		return ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + r.url)) })
-	}
-	return ix.putLocked(r.url, r.host, newAnalysedEntry(r.url, r.host, r.anchors, r.dp, r.form), r.rec, r.raw)
 }
 
 // inWindows calls prepare(i) for every i in [0, n) on up to GOMAXPROCS

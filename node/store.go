@@ -181,10 +181,9 @@ func IndexOptions() index.Options {
 // (replication.go), so that a replica does not analyse it again: the index
 // analyses a page still waiting for its flush when its form is asked for,
 // and takes older pages' forms from this cache. Forms are a few KB, so
-// this holds hundreds of pages; more would hold the re-index window of a
-// long crawl only at hundreds of megabytes, and every cached byte is live
-// heap that a node at its memory limit pays for in collections
-// (BENCHMARKS.md, "Analyse once").
+// this holds hundreds of pages; every cached byte is live heap that a
+// node at its memory limit pays for in collections (BENCHMARKS.md,
+// "Analyse once").
 const formCacheBytes = 4 << 20
 
 // runValueLogGC reclaims value-log space left by deleted and rewritten pages

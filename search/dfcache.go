@@ -22,11 +22,13 @@ const (
 // term's whole postings list, so without it a query's cost grew with the
 // index for every common term, even when the query itself skipped most of
 // the list's blocks. An entry stays exact while no document is deleted or
-// replaced: documents only become Live by the watermark rising, so a later
-// view adds the Live documents between the two watermarks, which are at
-// the end of the list. Any deletion empties the cache's use (entries carry
-// the deletion count), since which terms a deleted document held is not
-// known without reading every list.
+// replaced and no anchor field changes: documents only become Live by the
+// watermark rising, so a later view adds the Live documents between the
+// two watermarks, which are at the end of the list. Any deletion, and any
+// anchor update (which may add or remove a term of a document), empties
+// the cache's use (entries carry the deletion count and the view's
+// anchor generation), since which terms those documents held is not known
+// without reading every list.
 //
 // Counts are kept per host because a shard in a network answers only for
 // the hosts it owns, not for those it holds as a replica, and ownership
@@ -45,6 +47,7 @@ type dfEntry struct {
 	perHost   []hostDF
 	flushed   uint32 // the view's watermark when perHost was counted
 	deletions uint64 // deletions counted before and after the pass
+	anchors   uint64 // the view's anchor generation
 }
 
 // hostDF is a term's live document count on one host.
@@ -78,7 +81,8 @@ func (c *dfCache) perHost(r *index.Reader, term string) ([]hostDF, error) {
 	c.mu.Lock()
 	e, ok := c.entries[term]
 	c.mu.Unlock()
-	valid := ok && current && e.deletions == before
+	anchors := r.AnchorGeneration()
+	valid := ok && current && e.deletions == before && e.anchors == anchors
 	if valid && e.flushed == flushed {
 		return e.perHost, nil
 	}
@@ -99,7 +103,7 @@ func (c *dfCache) perHost(r *index.Reader, term string) ([]hostDF, error) {
 		if c.entries == nil || len(c.entries) >= dfCacheTerms || c.hosts+len(perHost) > dfCacheHosts {
 			c.entries, c.hosts = make(map[string]dfEntry), 0
 		}
-		c.entries[term] = dfEntry{perHost: perHost, flushed: flushed, deletions: before}
+		c.entries[term] = dfEntry{perHost: perHost, flushed: flushed, deletions: before, anchors: anchors}
 		c.hosts += len(perHost)
 		c.mu.Unlock()
 	}

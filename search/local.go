@@ -940,12 +940,14 @@ func (l *Local) LocalStats(ctx context.Context, q *Query, hostFilter func(host s
 // aggregates. DF is always counted over live documents, never taken from
 // the postings header: the header also counts documents replaced or deleted
 // whose postings are not purged yet, and how many of those a node carries
-// depends on its history (an owner re-indexes a page each time new anchor
-// text arrives; a replica that takes the host over received it once).
+// depends on its history (an owner updates a page's anchor field each
+// time new anchor text arrives, which leaves stale anchor postings until
+// a merge; a replica that takes the host over indexes the page once).
 // Header DFs made the same page score differently on the owner and on the
 // replica that took over from it, so a takeover reordered results. The
 // count comes from the DF cache (dfcache.go), per host and exact while no
-// document is deleted, summed over the hosts the filter keeps.
+// document is deleted and no anchor field changes, summed over the hosts
+// the filter keeps.
 func (l *Local) statsWith(ctx context.Context, r *index.Reader, terms []string, hostFilter func(string) bool) (*CollectionStats, error) {
 	var keep func(string) bool
 	if hostFilter != nil {

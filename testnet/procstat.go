@@ -165,7 +165,7 @@ func perNodeReport(ctx context.Context, l *launcher, atCrawlEnd, procs map[int]p
 				nf.HostsOwned, nf.PagesStored, nf.PagesHeld, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs+int64(st.Index.Held), st.Index.Held, st.Index.PostingsBytes
 				nf.PagesAnalysed, nf.FormsReplayed, nf.FormsRefused = st.Index.PutsAnalysed, st.Index.FormsReplayed, st.Index.FormsRefused
 				nf.ClaimBatches, nf.ClaimsBatched = st.P2P.ClaimBatchesSent, st.P2P.ClaimsBatched
-				nf.PagesReindexed = st.Index.ReindexFormHits + st.Index.ReindexFormMisses
+				nf.AnchorUpdates = st.Index.AnchorUpdates
 			}
 		}
 		out = append(out, nf)

@@ -242,9 +242,9 @@ type NodeFigures struct {
 	PagesAnalysed uint64 `json:"pages_analysed"`
 	FormsReplayed uint64 `json:"forms_replayed"`
 	FormsRefused  uint64 `json:"forms_refused"`
-	// PagesReindexed are the re-indexes of stored pages for new anchor
-	// text (index.Stats: with the page's analysed form or without).
-	PagesReindexed uint64 `json:"pages_reindexed"`
+	// AnchorUpdates are the stored pages whose anchor field was indexed
+	// again for new anchor text (index.Stats).
+	AnchorUpdates uint64 `json:"anchor_updates"`
 	// ClaimBatches are the batches of its content claims its registries
 	// answered, ClaimsBatched the claims in them (p2p.Stats): claims per
 	// stream.
