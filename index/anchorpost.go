@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -28,6 +29,50 @@ import (
 // entry's. Entries of older updates are stale and skipped; a merge drops
 // them. Nothing else of the page changes: its docID, record, raw body and
 // main postings stay as they are.
+
+// While the crawl is busy, a flush updates the anchors of at most
+// anchorUpdateShare as many pages as it has new ones (at least
+// anchorUpdateMin).
+const (
+	anchorUpdateShare = 0.5
+	anchorUpdateMin   = 256
+)
+
+// anchorUpdatesDue picks the pages whose anchors a flush updates, oldest
+// change first: all of them when all is set (forced, or no page stored
+// since the last flush), else those waiting longer than due, within the
+// budget. Why wait and why a budget: during a long crawl a page's anchors
+// trickle in for as long as pages linking to it are fetched, and every
+// update analyses and writes the page's whole anchor field again (the
+// entries it replaces stay, stale, until their term is merged). Waiting
+// coalesces a page's changes into few updates; the budget keeps a busy
+// flush's work close to its new pages, and a quieter flush takes the rest.
+func anchorUpdatesDue(waiting map[string]time.Time, due time.Time, all bool, puts int) []string {
+	type change struct {
+		url   string
+		since time.Time
+	}
+	var picked []change
+	for u, since := range waiting {
+		if all || !since.After(due) {
+			picked = append(picked, change{u, since})
+		}
+	}
+	slices.SortFunc(picked, func(a, b change) int {
+		if c := a.since.Compare(b.since); c != 0 {
+			return c
+		}
+		return strings.Compare(a.url, b.url)
+	})
+	if budget := max(anchorUpdateMin, int(float64(puts)*anchorUpdateShare)); !all && len(picked) > budget {
+		picked = picked[:budget]
+	}
+	out := make([]string, len(picked))
+	for i, c := range picked {
+		out[i] = c.url
+	}
+	return out
+}
 
 // anchorTable maps a docID to its current anchor update: the update's
 // number (0: none, the main postings hold the doc's anchors) and the
@@ -244,8 +289,8 @@ func (ix *Index) updateAnchors(ctx context.Context, urls []string) error {
 		// Put the pages taken back on the waiting list.
 		ix.mu.Lock()
 		for _, u := range ups {
-			if _, waiting := ix.reindex[u.url]; !waiting {
-				ix.reindex[u.url] = time.Time{} // due at once
+			if _, waiting := ix.anchorsDue[u.url]; !waiting {
+				ix.anchorsDue[u.url] = time.Time{} // due at once
 			}
 		}
 		ix.publish()
@@ -299,7 +344,7 @@ func (ix *Index) analyseAnchorField(page script, anchors []string) *docPostings 
 // there is nothing to update now (the page is gone, put again, queued,
 // or not flushed yet). Callers hold ix.mu.
 func (ix *Index) takeAnchorUpdateLocked(up *anchorUpdate) (_ anchorUpdate, ok bool, err error) {
-	if _, waiting := ix.reindex[up.url]; !waiting || ix.isQueuedLocked(up.url) {
+	if _, waiting := ix.anchorsDue[up.url]; !waiting || ix.isQueuedLocked(up.url) {
 		ix.releaseDoc(up.dp)
 		return anchorUpdate{}, false, nil // deleted, or put since: the flush analyses it with its anchors
 	}
@@ -321,8 +366,8 @@ func (ix *Index) takeAnchorUpdateLocked(up *anchorUpdate) (_ anchorUpdate, ok bo
 	}
 	if !found {
 		ix.releaseDoc(up.dp)
-		delete(ix.reindex, up.url)
-		return anchorUpdate{}, false, ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixReindex + up.url)) })
+		delete(ix.anchorsDue, up.url)
+		return anchorUpdate{}, false, ix.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefixAnchorsChanged + up.url)) })
 	}
 	if id >= ix.st.Flushed || ix.isDeleted(id) {
 		ix.releaseDoc(up.dp)
@@ -333,7 +378,7 @@ func (ix *Index) takeAnchorUpdateLocked(up *anchorUpdate) (_ anchorUpdate, ok bo
 		up.id, up.anchors = id, anchors
 		up.dp = ix.analyseAnchorField(ix.metas[id].script, anchors)
 	}
-	delete(ix.reindex, up.url)
+	delete(ix.anchorsDue, up.url)
 	up.length = up.dp.meta.lens[FieldAnchor]
 	return *up, true, nil
 }
@@ -488,7 +533,7 @@ func (ix *Index) commitAnchorUpdates(ups []anchorUpdate, w *postingsWriter) erro
 				continue
 			}
 			k, v := docKey(prefixLens, u.id), encodeMeta(&ix.metas[u.id], anchorState{u.seq, u.length})
-			est := int64(len(k)+len(v)+len(prefixReindex)+len(u.url)) + 2*entryOverhead
+			est := int64(len(k)+len(v)+len(prefixAnchorsChanged)+len(u.url)) + 2*entryOverhead
 			if count > 0 && (size+est > w.maxSize || count+2 > w.maxCount) {
 				break
 			}
@@ -496,8 +541,8 @@ func (ix *Index) commitAnchorUpdates(ups []anchorUpdate, w *postingsWriter) erro
 				txn.Discard()
 				return err
 			}
-			if _, again := ix.reindex[u.url]; !again {
-				if err := txn.Delete([]byte(prefixReindex + u.url)); err != nil {
+			if _, again := ix.anchorsDue[u.url]; !again {
+				if err := txn.Delete([]byte(prefixAnchorsChanged + u.url)); err != nil {
 					txn.Discard()
 					return err
 				}

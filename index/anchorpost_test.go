@@ -355,7 +355,7 @@ func TestAnchorUpdateChangedWhileAnalysed(t *testing.T) {
 				t.Errorf("docs %d, docIDs %d; want %d, %d", st.Docs, st.NextDocID, tc.wantDocs, tc.wantNextDoc)
 			}
 			ix.mu.Lock()
-			_, waiting := ix.reindex[u]
+			_, waiting := ix.anchorsDue[u]
 			ix.mu.Unlock()
 			if waiting && tc.name != "more anchors" {
 				t.Error("anchor update still waiting")
@@ -545,7 +545,7 @@ func TestAnchorsRacingAPut(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if err := ix.requestReindex(nil, []string{u}); err != nil {
+			if err := ix.requestAnchorUpdates(nil, []string{u}); err != nil {
 				t.Fatal(err)
 			}
 		}, 0},

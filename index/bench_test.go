@@ -435,7 +435,7 @@ func BenchmarkAddAnchorsNavigation(b *testing.B) {
 	db := openDB(b, b.TempDir())
 	defer db.Close()
 	opts := DefaultOptions()
-	opts.FlushDocs, opts.FlushInterval, opts.ReindexDelay = 1<<30, 0, time.Hour
+	opts.FlushDocs, opts.FlushInterval, opts.AnchorDelay = 1<<30, 0, time.Hour
 	ix, err := Open(db, opts, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -97,45 +97,41 @@
 //	i:a:<url>               anchor texts received from other pages (may precede the page):
 //	                        the maxAnchors first by a fixed hash, whatever order they came
 //	                        in, so that every node holding the URL keeps the same (anchors.go)
-//	i:q:<url>               re-index request (anchors changed for a stored page)
+//	i:q:<url>               anchor update request (anchors changed for a stored page)
 //	i:z:<host>\x00<docID>   a held page: its owner's analysed form (maybe empty)
 //	i:p:<term>\x00<last>    full postings block (BlockSize docs); <last> is its last docID (BE)
 //	i:p:<term>\x00\xff\xff\xff\xff<last>
 //	                        appended postings block (fewer docs), after the full ones
+//	i:n:<term>\x00<update><part>
+//	                        anchor postings: a term's entries for the anchor updates
+//	                        (anchorpost.go); <update> numbers them (BE uint32), <part> (BE uint16)
+//	                        splits a large one
+//	i:m:anchors             last anchor update number
 //
 // Anchor text (AddAnchors, AddAnchorsBatch: one transaction for a page's
 // links) may arrive before or after its page. A page is analysed when the
 // flush after its Put adds its postings (queue.go), with the anchors
 // recorded by then: the pages fetched right after a page link to it
 // within the same seconds, and their anchors cost nothing. For a page
-// flushed already the change is indexed by re-putting the page, which
-// costs as much as indexing it:
-// the background flush therefore re-indexes a page only once its first
-// unindexed change is Options.ReindexDelay old, or when a flush finds no
-// page stored since the last one (the site's crawl has quieted down);
-// Flush and Close re-index everything, and Stats.Pending counts the pages
-// waiting. On a link-dense site this turns one re-index per page per flush
-// into about one per page. While pages keep arriving, a flush re-indexes
-// at most half as many pages as it has new ones (at least 256), oldest
-// change first: in a long crawl anchors trickle in for as long as linking
-// pages are fetched, and without that budget re-indexing doubled the
-// indexing work of a 100,000-page crawl.
+// flushed already, a later flush analyses the anchor field alone and
+// writes it as anchor postings (i:n:, anchorpost.go) that replace, for
+// that doc, the anchor field of its main postings when they are read:
+// the page itself is not read, analysed or written again. The anchors sit
+// last in the page's position space (from anchorBase), so the new field
+// shifts no other field's positions. The background flush updates a
+// page's anchors once its first unindexed change is Options.AnchorDelay
+// old, or when a flush finds no page stored since the last one (the
+// site's crawl has quieted down), and a busy flush updates at most half
+// as many pages as it has new ones (at least 256), oldest change first;
+// Flush and Close update everything, and Stats.Pending counts the pages
+// waiting. Each update writes the whole anchor field again, so coalescing
+// a page's changes keeps the stale entries (dropped when their term's
+// anchor blocks are merged) few.
 //
-// A re-index reads its pages on all cores without the writer lock (Puts
-// go on meanwhile) and writes the stored compressed record and raw body
-// again as they are, since only the anchors changed. It does not analyse
-// a page again when the form cache (forms.go, Options.FormCacheBytes, off
-// by default, LRU by bytes, in memory only) holds the page's analysed
-// form for its current docID: the tokens kept for the title and for the
-// fields after the anchors, with positions relative to each part. Anchors
-// sit between the two parts in the position space, so analysing the new
-// anchors and shifting the rest by where they end gives exactly the
-// postings a full analysis would (TestReplayFormMatchesAnalysis); a page
-// without a cached form (evicted, or stored before this process) is
-// analysed.
-//
-// The same form is how a page is analysed once in a network: Form encodes
-// a cached form (formwire.go) for the page's replicas (a page still queued
+// A page's analysed form (forms.go: the tokens of each field, with
+// positions relative to their part) is how a page is analysed once in a
+// network: Form encodes a cached form (formwire.go, Options.FormCacheBytes,
+// an LRU by bytes in memory) for the page's replicas (a page still queued
 // is analysed then, and the flush uses that analysis, or replays the form
 // if anchors arrived since), and
 // PutAnalysedBatch indexes a page from its received form with the
@@ -146,7 +142,7 @@
 // compressed, which Stored reads and CheckStored checks without
 // decompressing: stored.go): search asks a member only for the hosts it owns, so a
 // replica's postings served nobody, and writing them (with their flushes
-// and re-indexes for anchors) repeated the owner's indexing work.
+// and anchor updates) repeated the owner's indexing work.
 // IndexHeld indexes a host's held pages from their forms when the node
 // comes to own it. A received form is bytes from a
 // peer: it is decoded with bounds and checked for everything the postings
@@ -161,7 +157,7 @@
 // navigation, the same texts to the same pages from every page. The
 // writers settle the race this opens themselves: a Put compares, under
 // the writer lock, the anchors it analysed with those recorded now and
-// leaves the page waiting for a re-index when they differ;
+// leaves the page waiting for an anchor update when they differ;
 // AddAnchorsBatch, after its commit, queues the pages that a Put stored
 // since it found them missing.
 //
@@ -181,10 +177,10 @@
 // Blocks of up to 128 docs: header (doc count, last docID, per-field max
 // TF and min field length of the block), then docIDs as d-gap varints, per
 // doc a field mask and per-field TF varints, then per doc its positions as
-// d-gap varints. Positions of all fields share one space (title, each
-// anchor, headings, body, URL words, separated by gaps so phrases do not
-// cross them). A term's list is its full blocks (exactly 128 docs) and
-// then its appended blocks (fewer), in docID order in key order. A query
+// d-gap varints. Positions of all fields share one space (title,
+// headings, body, URL words, then each anchor from anchorBase on,
+// separated by gaps so phrases do not cross them). A term's list is its
+// full blocks (exactly 128 docs) and then its appended blocks (fewer), in docID order in key order. A query
 // reads a term's blocks as bytes (without the positions section unless
 // the term is in a phrase), sums their headers into DF and the term-level
 // bounds, decodes docIDs/TFs of a block only when entered, and skips
@@ -196,8 +192,8 @@
 // it under a new docID and queues it, holding its text. The flush first
 // analyses the queued pages on all cores (pooled scratch: one map and a
 // few slices reused per page), groups each term's positions and encodes
-// them (and, with the form cache on, keeps the page's analysed form for a
-// later re-index, above), then, under the writer lock, appends them in
+// them (and, with the form cache on, keeps the page's analysed form for its
+// replicas, above), then, under the writer lock, appends them in
 // docID order to the pending index (the docIDs below the first page
 // queued since are the flush's batch): an in-memory inverted index of the
 // flush's pages, one varint byte buffer per term (docID gap, field mask,

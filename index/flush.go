@@ -23,14 +23,14 @@ func (ix *Index) flushOnce(ctx context.Context, force bool) error {
 	// Pages whose anchor field changed get it indexed again
 	// (anchorpost.go): all of them when forced or when no page was stored
 	// since the last flush, else those waiting for longer than
-	// ReindexDelay.
-	delay := ix.opt.ReindexDelay
+	// AnchorDelay.
+	delay := ix.opt.AnchorDelay
 	if delay <= 0 {
-		delay = DefaultOptions().ReindexDelay
+		delay = DefaultOptions().AnchorDelay
 	}
 	puts := ix.putsSinceFlush
 	ix.putsSinceFlush = 0
-	due := reindexDue(ix.reindex, time.Now().Add(-delay), force || puts == 0, puts)
+	due := anchorUpdatesDue(ix.anchorsDue, time.Now().Add(-delay), force || puts == 0, puts)
 	// A queued page is analysed with its anchors of the moment below.
 	due = slices.DeleteFunc(due, ix.isQueuedLocked)
 	ix.mu.Unlock()

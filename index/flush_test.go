@@ -459,12 +459,12 @@ func TestReindexDue(t *testing.T) {
 	}{
 		{"nothing due", t0.Add(-time.Second), false, 10, 0, ""},
 		{"due within budget", t0.Add(99 * time.Second), false, 1000, 100, "http://h/0000"},
-		{"minimum budget", t0.Add(999 * time.Second), false, 10, reindexMin, "http://h/0000"},
+		{"minimum budget", t0.Add(999 * time.Second), false, 10, anchorUpdateMin, "http://h/0000"},
 		{"budget is a share of new pages", t0.Add(999 * time.Second), false, 1200, 600, "http://h/0000"},
 		{"quiet flush takes all", t0.Add(-time.Hour), true, 0, 1000, "http://h/0000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := reindexDue(waiting, tc.due, tc.all, tc.puts)
+			got := anchorUpdatesDue(waiting, tc.due, tc.all, tc.puts)
 			if len(got) != tc.wantN {
 				t.Fatalf("%d pages picked, want %d", len(got), tc.wantN)
 			}

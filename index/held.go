@@ -19,7 +19,7 @@ import (
 // HoldBatch. IndexHeld indexes a host's held pages, from their stored
 // forms with the anchors recorded for them by then, when the node comes
 // to own the host; a page whose form is missing, malformed or of another
-// analyzer version is analysed. A held page is never re-indexed for new
+// analyzer version is analysed. A held page gets no anchor updates for new
 // anchors (it is indexed with all of them when it is indexed at all), is
 // not in the statistics and is found by everything that reads the page
 // store (Get, ForEachPage, HostURLs, Delete).
@@ -28,7 +28,7 @@ import (
 // listing are keyed by it); its i:u: value carries heldMark after the
 // docID, and i:z:<host>\x00<docID> holds its form (empty when it came
 // without one). Indexing it is a Put of the stored values under a new
-// docID, as a re-index is, so postings stay in docID order.
+// docID, so postings stay in docID order.
 
 // heldMark follows the docID in the i:u: value of a held page.
 const heldMark = 1
@@ -163,16 +163,16 @@ func (ix *Index) holdLocked(u, host string, form, rec, raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("index: hold %q: %w", u, err)
 	}
-	_, waiting := ix.reindex[u]
+	_, waiting := ix.anchorsDue[u]
 	if waiting {
-		if err := txn.Delete([]byte(prefixReindex + u)); err != nil {
+		if err := txn.Delete([]byte(prefixAnchorsChanged + u)); err != nil {
 			return fmt.Errorf("index: hold %q: %w", u, err)
 		}
 	}
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("index: hold %q: commit: %w", u, err)
 	}
-	delete(ix.reindex, u)
+	delete(ix.anchorsDue, u)
 	ix.appendMetaLocked(id, docMeta{host: host})
 	if hasOld {
 		ix.markDeleted(old)
@@ -186,8 +186,8 @@ func (ix *Index) holdLocked(u, host string, form, rec, raw []byte) error {
 // IndexHeld indexes the pages of host held here (above) and returns how
 // many it indexed. Pages are read and analysed (or replayed from their
 // forms) on up to GOMAXPROCS goroutines without the writer lock; a page
-// replaced, deleted or given new anchors meanwhile is handled as a
-// re-index handles it.
+// replaced or deleted meanwhile is skipped, and one given new anchors
+// meanwhile is analysed again under the lock.
 func (ix *Index) IndexHeld(ctx context.Context, host string) (int, error) {
 	var ids []uint32
 	prefix := heldKey(host, 0)[:len(prefixHeld)+len(host)+1]

@@ -35,24 +35,19 @@ type Options struct {
 	// this much memory (0 = default; it bounds memory on pages with huge
 	// bodies, where FlushDocs alone would not).
 	FlushBytes int
-	// ReindexDelay: a stored page whose anchor field changed is re-indexed
-	// by the background flush once its oldest change is this old, or as
-	// soon as a flush finds no new page stored since the last one (the
-	// crawl of its site has quieted down). On a link-dense site new
-	// anchors reach most stored pages in every flush window, and
-	// re-indexing each page at every flush cost more than indexing it
-	// (measured: 55 pages/s crawl + index against 1,179 crawl alone).
-	// Flush and Close re-index everything. 0 = default (30 s).
-	ReindexDelay time.Duration
+	// AnchorDelay: the new anchors of a page already flushed are
+	// indexed (as anchor postings, anchorpost.go) by the background
+	// flush once its oldest unindexed change is this old, or as soon as
+	// a flush finds no new page stored since the last one (the crawl of
+	// its site has quieted down). Anchors reach a page for as long as
+	// pages linking to it are fetched; waiting coalesces them into few
+	// updates. Flush and Close index every change. 0 = default (30 s).
+	AnchorDelay time.Duration
 	// FormCacheBytes bounds the cache of recently indexed pages'
 	// analysed forms (analysedForm; 0 or negative = off, the default).
 	// A form in the cache goes to the page's replicas (Form), which then
-	// do not analyse the page, and spares a re-index for new anchor text
-	// the page's own analysis. Replication needs the forms of the last
-	// seconds' pages; a re-index pays only when the cache holds the pages
-	// put since the oldest re-index is due (ReindexDelay and the re-index
-	// budget's backlog, at the crawl's rate): BENCHMARKS.md, "Re-indexing
-	// from analysed forms".
+	// do not analyse the page. Replication needs the forms of the last
+	// seconds' pages only.
 	FormCacheBytes int
 	// SummaryCacheBytes bounds the cache of documents' summaries (URL,
 	// host, title, hashes) that spares a query a Badger read per
@@ -68,7 +63,7 @@ type Options struct {
 // analysed forms.
 func DefaultOptions() Options {
 	return Options{FlushDocs: 2000, FlushInterval: time.Second, MaxBodyBytes: 1 << 20, MaxRawBytes: 4 << 20,
-		FlushBytes: 64 << 20, SummaryCacheBytes: 4 << 20, ReindexDelay: 30 * time.Second}
+		FlushBytes: 64 << 20, SummaryCacheBytes: 4 << 20, AnchorDelay: 30 * time.Second}
 }
 
 // Stats describes the shard.
@@ -77,7 +72,7 @@ type Stats struct {
 	PostingsBytes int64 // encoded postings blocks
 	FieldLenSum   [NumFields]int64
 	AvgFieldLen   [NumFields]float64
-	Pending       int    // documents stored (or re-indexed for new anchors) but not yet searchable
+	Pending       int    // documents stored, or waiting for an anchor update, but not yet searchable
 	NextDocID     uint32 // docIDs allocated so far
 	// AnchorUpdates counts the pages whose anchor field was indexed again
 	// for new anchor text since Open (anchorpost.go).
@@ -110,13 +105,13 @@ type Index struct {
 	// merging a page's links' anchors holds up no Put.
 	anchorMu sync.Mutex
 	recorded *recordedAnchors // guarded by anchorMu
-	mu       sync.Mutex       // serializes page-store writers; guards st, pending, queued, reindex
+	mu       sync.Mutex       // serializes page-store writers; guards st, pending, queued, anchorsDue
 	kick     chan struct{}
 	st       state
 	pending  *pendingIndex // nil when empty
 	// pendingHint sizes the next pending index (terms of the last batch).
 	pendingHint int
-	reindex     map[string]time.Time // URL -> first anchor change not yet indexed
+	anchorsDue  map[string]time.Time // URL -> first anchor change not yet indexed
 	// queued are the stored pages whose postings the next flush adds, in
 	// docID order (queue.go); queuedURL finds them by URL, queuedBytes is
 	// the text they hold.
@@ -129,7 +124,7 @@ type Index struct {
 	heldHosts map[string]int
 	heldPages int
 	// putsSinceFlush counts Puts since the last flush (guarded by mu): a
-	// flush that finds none re-indexes every page waiting for its anchors.
+	// flush that finds none updates the anchors of every page waiting.
 	putsSinceFlush int
 	closed         bool
 	splits         int // flushes written in more than one Badger transaction
@@ -232,7 +227,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	}
 	ix := &Index{
 		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec, checkDec: checkDec,
-		reindex: map[string]time.Time{}, queuedURL: map[string]*queuedDoc{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
+		anchorsDue: map[string]time.Time{}, queuedURL: map[string]*queuedDoc{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
 		recorded: newRecordedAnchors(),
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
 		hostIDs: map[string]uint32{"": 0}, hostNames: []string{""},
@@ -339,7 +334,7 @@ const postingsFormat = "postings 3"
 // this postings format.
 func storedVersion(an *Analyzer) string { return an.Version() + " " + postingsFormat }
 
-// load reads the state, per-doc metadata, tombstones and re-index
+// load reads the state, per-doc metadata, tombstones and anchor update
 // requests.
 func (ix *Index) load() error {
 	err := ix.db.View(func(txn *badger.Txn) error {
@@ -411,9 +406,9 @@ func (ix *Index) load() error {
 		if err := ix.loadHeld(txn); err != nil {
 			return err
 		}
-		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixReindex)})
+		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixAnchorsChanged)})
 		for it.Rewind(); it.Valid(); it.Next() {
-			ix.reindex[string(it.Item().Key()[len(prefixReindex):])] = time.Time{} // due at once
+			ix.anchorsDue[string(it.Item().Key()[len(prefixAnchorsChanged):])] = time.Time{} // due at once
 		}
 		it.Close()
 		return nil
@@ -599,7 +594,7 @@ func (ix *Index) publish() {
 	// the buffer's docs, and those of a flush in progress, which are no
 	// longer in the buffer (counting only the buffer let a node report
 	// itself idle in the middle of a flush).
-	ix.pubPend = int(ix.st.NextDoc-ix.st.Flushed) + len(ix.reindex)
+	ix.pubPend = int(ix.st.NextDoc-ix.st.Flushed) + len(ix.anchorsDue)
 	ix.pubHeld = ix.heldPages
 	ix.metaMu.Unlock()
 }
@@ -1179,7 +1174,7 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 	if err != nil {
 		return fmt.Errorf("index: delete %q: %w", u, err)
 	}
-	for _, k := range []string{prefixURL + u, prefixAnchors + u, prefixReindex + u} {
+	for _, k := range []string{prefixURL + u, prefixAnchors + u, prefixAnchorsChanged + u} {
 		if err := txn.Delete([]byte(k)); err != nil {
 			return fmt.Errorf("index: delete %q: %w", u, err)
 		}
@@ -1192,7 +1187,7 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 	for _, a := range anchors {
 		ix.recorded.forget(ix.recorded.hash(u, a))
 	}
-	delete(ix.reindex, u)
+	delete(ix.anchorsDue, u)
 	ix.forms.drop(u)
 	ix.publish()
 	return nil
@@ -1200,9 +1195,9 @@ func (ix *Index) Delete(ctx context.Context, u string) error {
 
 // AddAnchors records anchor text that other pages use for url. It may
 // arrive before the page: it is kept and indexed when the page is Put. For a
-// stored page, the page is re-indexed with the new anchor field by a later
-// flush (see Options.ReindexDelay; the request is persisted, so it survives
-// a crash).
+// page already flushed, a later flush indexes its new anchor field alone
+// (anchorpost.go, Options.AnchorDelay); the request is persisted, so it
+// survives a crash.
 func (ix *Index) AddAnchors(ctx context.Context, u string, anchors []string) error {
 	return ix.AddAnchorsBatch(ctx, map[string][]string{u: anchors})
 }
@@ -1237,7 +1232,7 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("index: add anchors: commit: %w", err)
 		}
-		if err := ix.requestReindex(stored, unstored); err != nil {
+		if err := ix.requestAnchorUpdates(stored, unstored); err != nil {
 			return err
 		}
 		stored, unstored = stored[:0], unstored[:0]
@@ -1287,7 +1282,7 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 				return err
 			}
 			if exists {
-				return txn.Set([]byte(prefixReindex+u), nil)
+				return txn.Set([]byte(prefixAnchorsChanged+u), nil)
 			}
 			return nil
 		}
@@ -1316,14 +1311,14 @@ func (ix *Index) AddAnchorsBatch(ctx context.Context, byURL map[string][]string)
 	return nil
 }
 
-// requestReindex queues for a re-index the pages whose new anchors were
+// requestAnchorUpdates queues for an anchor update the pages whose new anchors were
 // just committed: those stored when the anchors were read (their request
 // is in the commit), and those of unstored that a Put stored since,
 // analysed without the new anchors and checked against the anchors before
 // the commit. A Put after this, under mu, sees the new anchors (see
-// putLocked). A page put meanwhile that already holds them is re-indexed
-// once more, which is harmless.
-func (ix *Index) requestReindex(stored, unstored []string) error {
+// putLocked). A page put meanwhile that already holds them gets an update
+// that changes nothing, which is harmless.
+func (ix *Index) requestAnchorUpdates(stored, unstored []string) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	var late []string
@@ -1345,7 +1340,7 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 		// many pages as it likes.
 		wb := ix.db.NewWriteBatch()
 		for _, u := range late {
-			if err = wb.Set([]byte(prefixReindex+u), nil); err != nil {
+			if err = wb.Set([]byte(prefixAnchorsChanged+u), nil); err != nil {
 				break
 			}
 		}
@@ -1356,7 +1351,7 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("index: add anchors: re-index requests: %w", err)
+		return fmt.Errorf("index: add anchors: anchor update requests: %w", err)
 	}
 	now := time.Now()
 	for _, u := range slices.Concat(stored, late) {
@@ -1364,8 +1359,8 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 			e.keyed = true // the flush reads its anchors
 			continue
 		}
-		if _, waiting := ix.reindex[u]; !waiting {
-			ix.reindex[u] = now
+		if _, waiting := ix.anchorsDue[u]; !waiting {
+			ix.anchorsDue[u] = now
 		}
 	}
 	ix.publish()
@@ -1376,8 +1371,8 @@ func (ix *Index) requestReindex(stored, unstored []string) error {
 // call is searchable when it returns, with every anchor recorded for it.
 func (ix *Index) Flush(ctx context.Context) error { return ix.flush(ctx, true) }
 
-// flush: force re-indexes every page waiting for new anchors; otherwise
-// only those due (see Options.ReindexDelay).
+// flush: force updates the anchors of every page waiting; otherwise
+// only those due (see Options.AnchorDelay).
 func (ix *Index) flush(ctx context.Context, force bool) error {
 	ix.flushMu.Lock()
 	defer ix.flushMu.Unlock()

@@ -14,13 +14,13 @@ import (
 // recorded by then and adds its postings, in docID order, before it
 // writes them. A page's links and the links to it arrive in the same
 // seconds as the page (its neighbours are fetched and processed right
-// after it), so most anchor texts that would otherwise re-index a page
-// just stored are in its one analysis (BENCHMARKS.md, "Analysis at the
+// after it), so most anchor texts that would otherwise cost a page just
+// stored an anchor update are in its one analysis (BENCHMARKS.md, "Analysis at the
 // flush"). Pages are searchable at the same moment as before: at the
 // flush.
 //
 // Pages analysed before they are put (a replica's own pages from their
-// received forms, IndexHeld, re-indexes) are queued too, with their
+// received forms, IndexHeld) are queued too, with their
 // postings, so that the pending index always receives docIDs in order.
 // Form analyses a queued page on demand for its replicas; the flush then
 // uses that analysis, or replays its form when anchors arrived since.
@@ -29,7 +29,7 @@ import (
 type queuedDoc struct {
 	id        uint32
 	url, host string
-	// keyed: AddAnchorsBatch wrote the page's re-index request (i:q:)
+	// keyed: AddAnchorsBatch wrote the page's anchor update request (i:q:)
 	// while it was queued, for the flush to settle (guarded by ix.mu).
 	keyed bool
 
@@ -95,7 +95,7 @@ func frozenPostings(dp *docPostings) *docPostings {
 // analyse gives e its postings with the page's current anchors: it
 // analyses a page not analysed yet, and replays the form of one analysed
 // with other anchors (without a form it keeps the postings, and the flush
-// leaves the page waiting for a re-index). keepForm is set by Form, which
+// leaves the page waiting for an anchor update). keepForm is set by Form, which
 // needs the form whatever the cache keeps, and the postings to outlive
 // the scratch space.
 func (ix *Index) analyse(e *queuedDoc, keepForm bool) {
@@ -213,7 +213,7 @@ func (ix *Index) drainQueue(ctx context.Context) error {
 // addQueuedLocked adds analysed queued pages to the pending index. A page
 // deleted or replaced since is dropped. A page whose recorded anchors are
 // no longer those it was analysed with (AddAnchorsBatch does not hold mu
-// while it merges) is left waiting for a re-index; otherwise any re-index
+// while it merges) is left waiting for an anchor update; otherwise any update
 // request it had is settled. Callers hold ix.mu; the pages' locks are held
 // throughout, since Form may analyse a page it found queued before.
 func (ix *Index) addQueuedLocked(q []*queuedDoc) error {
@@ -239,12 +239,12 @@ func (ix *Index) addQueuedLocked(q []*queuedDoc) error {
 			return fmt.Errorf("index: add %q: %w", e.url, err)
 		}
 		current[i] = slices.Equal(cur, e.anchors)
-		_, waiting := ix.reindex[e.url]
+		_, waiting := ix.anchorsDue[e.url]
 		switch {
 		case current[i] && (waiting || e.keyed):
-			err = txn.Delete([]byte(prefixReindex + e.url))
+			err = txn.Delete([]byte(prefixAnchorsChanged + e.url))
 		case !current[i] && !waiting:
-			err = txn.Set([]byte(prefixReindex+e.url), nil)
+			err = txn.Set([]byte(prefixAnchorsChanged+e.url), nil)
 		}
 		if err != nil {
 			return fmt.Errorf("index: add %q: %w", e.url, err)
@@ -265,12 +265,12 @@ func (ix *Index) addQueuedLocked(q []*queuedDoc) error {
 			e.dp = nil
 			continue
 		}
-		_, waiting := ix.reindex[e.url]
+		_, waiting := ix.anchorsDue[e.url]
 		switch {
 		case current[i]:
-			delete(ix.reindex, e.url)
+			delete(ix.anchorsDue, e.url)
 		case !waiting:
-			ix.reindex[e.url] = now
+			ix.anchorsDue[e.url] = now
 		}
 		ix.setMetaLocked(e.id, e.dp.meta)
 		ix.pending.add(e.id, e.dp)

@@ -105,7 +105,7 @@ func TestQueuedPageTakesLateAnchors(t *testing.T) {
 			}
 			// No anchor update request is left for a restart to act on.
 			if err := db.View(func(txn *badger.Txn) error {
-				_, err := txn.Get([]byte(prefixReindex + u))
+				_, err := txn.Get([]byte(prefixAnchorsChanged + u))
 				return err
 			}); !errors.Is(err, badger.ErrKeyNotFound) {
 				t.Errorf("anchor update request on disk: %v", err)

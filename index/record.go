@@ -21,7 +21,7 @@ const (
 	prefixLens           = "i:l:"         // docID -> field lengths, static rank, host (written when postings are flushed)
 	prefixTomb           = "i:x:"         // docID -> empty: tombstone of a deleted or replaced doc
 	prefixAnchors        = "i:a:"         // url -> anchor texts received from other pages
-	prefixReindex        = "i:q:"         // url -> empty: anchors changed, re-index the page
+	prefixAnchorsChanged = "i:q:"         // url -> empty: anchors changed, update the page's anchor postings
 	prefixPostings       = "i:p:"         // term 0x00 lastDocID -> postings block
 	prefixAnchorPostings = "i:n:"         // term 0x00 update part -> anchor postings block (anchorpost.go)
 	keyAnchorSeq         = "i:m:anchors"  // last anchor update number
