@@ -373,6 +373,7 @@ func BenchmarkCrawl(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			var indexed int64
 			var anchorUpdates uint64
+			var lastTenth float64
 			var mem0, mem1 runtime.MemStats
 			runtime.ReadMemStats(&mem0)
 			cpu0 := processCPU(b)
@@ -383,6 +384,10 @@ func BenchmarkCrawl(b *testing.B) {
 				}
 				indexed += r.Indexed
 				anchorUpdates += r.AnchorUpdates
+				lastTenth = r.LastTenthRate
+			}
+			if lastTenth > 0 {
+				b.ReportMetric(lastTenth, "last/first-tenth")
 			}
 			if anchorUpdates > 0 {
 				b.ReportMetric(float64(anchorUpdates)/float64(max(indexed, 1))*100, "anchor-updates-%")

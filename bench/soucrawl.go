@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +29,11 @@ type CrawlResult struct {
 	// AnchorUpdates counts the pages whose anchor field was indexed
 	// again for new anchor text (sou only).
 	AnchorUpdates uint64
+	// LastTenthRate is the rate at which the last tenth of the pages
+	// were handed to the index over that of the first tenth (sou only:
+	// colly + Bleve indexes in batches, whose commits make no rate; 0
+	// below 1,000 pages): whether the pipeline slows as its index grows.
+	LastTenthRate float64
 }
 
 // PagesPerSecond is indexed pages over wall time.
@@ -42,6 +49,47 @@ func (r CrawlResult) PagesPerSecond() float64 {
 type singleNodeSink struct {
 	ix      *index.Index // nil: count pages only (crawl-only diagnostic)
 	indexed atomic.Int64
+	marks   rateMarks
+}
+
+// handed counts a page handed to the index.
+func (s *singleNodeSink) handed() { s.marks.tick(s.indexed.Add(1)) }
+
+// rateMarks records when every markEvery-th page was handed to an index,
+// for CrawlResult.LastTenthRate. Its zero value is ready once start is set.
+type rateMarks struct {
+	start time.Time
+	mu    sync.Mutex
+	marks []time.Duration // since start
+}
+
+const markEvery = 100
+
+// tick notes that n pages have been handed over.
+func (m *rateMarks) tick(n int64) {
+	if n%markEvery == 0 {
+		m.mu.Lock()
+		m.marks = append(m.marks, time.Since(m.start))
+		m.mu.Unlock()
+	}
+}
+
+// lastTenthRate is CrawlResult.LastTenthRate.
+func (m *rateMarks) lastTenthRate() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	slices.Sort(m.marks) // ticks of concurrent pages may land out of order
+	n := len(m.marks)
+	tenth := n / 10
+	if tenth == 0 {
+		return 0
+	}
+	first := m.marks[tenth-1]
+	last := m.marks[n-1] - m.marks[n-1-tenth]
+	if last <= 0 {
+		return 0
+	}
+	return first.Seconds() / last.Seconds()
 }
 
 func (s *singleNodeSink) Owns(string) bool { return true }
@@ -53,13 +101,13 @@ func (s *singleNodeSink) Store(ctx context.Context, p *crawl.Page) error {
 		return nil
 	}
 	if s.ix == nil {
-		s.indexed.Add(1)
+		s.handed()
 		return nil
 	}
 	if err := s.ix.Put(ctx, node.DocumentFromPage(p)); err != nil {
 		return fmt.Errorf("index %s: %w", p.URL, err)
 	}
-	s.indexed.Add(1)
+	s.handed()
 	anchors := map[string][]string{}
 	for _, l := range p.Links {
 		if l.Anchor == "" || l.NoFollow || l.URL == p.URL {
@@ -119,6 +167,7 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 	}
 	reqBefore := len(web.Requests(0))
 	start := time.Now()
+	sink.marks.start = start
 	seeds := make([]crawl.Discovered, 0, len(web.Seeds()))
 	for _, s := range web.Seeds() {
 		seeds = append(seeds, crawl.Discovered{URL: s})
@@ -140,6 +189,7 @@ func CrawlSou(ctx context.Context, web *simweb.Web, dir string, workers int, wit
 	res := CrawlResult{Elapsed: elapsed, Fetched: st.Fetched, Indexed: sink.indexed.Load(), Requests: len(web.Requests(0)) - reqBefore}
 	ist := ix.Stats()
 	res.AnchorUpdates = ist.AnchorUpdates
+	res.LastTenthRate = sink.marks.lastTenthRate()
 	if cerr := c.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close crawler: %w", cerr)
 	}

@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -120,6 +122,59 @@ func (t *anchorTable) with(ups []anchorUpdate) *anchorTable {
 		nt.pages[p][u.id&(anchorPageSize-1)] = uint64(u.seq)<<32 | uint64(u.length)
 	}
 	return nt
+}
+
+// anchorTermSet holds a hash of every term that has anchor blocks, so
+// that a cursor seeks a term's anchor blocks only when it may have some:
+// anchor updates touch a small vocabulary (navigation and link texts),
+// and most query terms have none. A term is added before its first
+// entries are written and never removed (a merge that drops all of a
+// term's entries leaves a harmless false positive, as does a hash
+// collision), so a Reader whose transaction holds a term's entries finds
+// the term here.
+type anchorTermSet struct {
+	seed maphash.Seed
+	mu   sync.RWMutex
+	set  map[uint64]struct{}
+}
+
+func newAnchorTermSet() *anchorTermSet {
+	return &anchorTermSet{seed: maphash.MakeSeed(), set: map[uint64]struct{}{}}
+}
+
+func (s *anchorTermSet) add(terms []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range terms {
+		s.set[maphash.String(s.seed, t)] = struct{}{}
+	}
+}
+
+func (s *anchorTermSet) has(term string) bool {
+	h := maphash.String(s.seed, term)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.set[h]
+	return ok
+}
+
+// loadAnchorTerms adds the terms of every anchor block in txn to s.
+func loadAnchorTerms(txn *badger.Txn, s *anchorTermSet) {
+	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixAnchorPostings)})
+	defer it.Close()
+	var terms []string
+	last := ""
+	for it.Rewind(); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) < len(prefixAnchorPostings)+7 {
+			continue
+		}
+		if t := k[len(prefixAnchorPostings) : len(k)-7]; string(t) != last {
+			last = string(t)
+			terms = append(terms, last)
+		}
+	}
+	s.add(terms)
 }
 
 // anchorUpdate is a doc's new anchor field, analysed.
@@ -432,6 +487,7 @@ func (ix *Index) writeAnchorUpdates(ctx context.Context, ups []anchorUpdate) err
 		terms = append(terms, t)
 	}
 	slices.Sort(terms)
+	ix.anchorTerms.add(terms)
 
 	ix.mu.Lock()
 	w := ix.newPostingsWriter(ix.st.Flushed)

@@ -162,7 +162,9 @@ type Index struct {
 	maxStatic float64
 	metas     []docMeta
 	anchorTab *anchorTable
-	deleted   []atomic.Uint64
+	// anchorTerms: the terms that have anchor blocks (anchorpost.go).
+	anchorTerms *anchorTermSet
+	deleted     []atomic.Uint64
 	// deletions counts markDeleted calls, each counted after its bit is
 	// set: a reader that sees the count unchanged across a pass over
 	// postings knows no document died during the pass (Reader.Deletions).
@@ -239,7 +241,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if opts.SummaryCacheBytes > 0 {
 		ix.summaries = newSummaryCache(opts.SummaryCacheBytes)
 	}
-	ix.anchorTab = &anchorTable{}
+	ix.anchorTab, ix.anchorTerms = &anchorTable{}, newAnchorTermSet()
 	dropped, err := ix.checkAnalyzer()
 	if err != nil {
 		return nil, err
@@ -360,6 +362,7 @@ func (ix *Index) load() error {
 		if ix.anchorSeq, err = loadAnchorSeq(txn); err != nil {
 			return err
 		}
+		loadAnchorTerms(txn, ix.anchorTerms)
 		var ups []anchorUpdate
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(prefixLens)})
 		for it.Rewind(); it.Valid(); it.Next() {

@@ -254,8 +254,10 @@ func (r *Reader) Postings(term string, withPositions bool) (*Postings, error) {
 		p.DF += int64(b.hdr.N)
 		mergeBounds(&p.MaxTF, &p.MinLen, b.hdr.MaxTF, b.hdr.MinLen)
 	}
-	if err := p.readAnchorPostings(r); err != nil {
-		return nil, fmt.Errorf("index: anchor postings of %q: %w", term, err)
+	if r.ix.anchorTerms.has(term) {
+		if err := p.readAnchorPostings(r); err != nil {
+			return nil, fmt.Errorf("index: anchor postings of %q: %w", term, err)
+		}
 	}
 	if len(p.blocks) > 0 || len(p.anc) > 0 {
 		p.Advance(0)
