@@ -103,6 +103,12 @@ func (t *anchorTable) get(id uint32) (seq, length uint32) {
 	return uint32(v >> 32), uint32(v)
 }
 
+// updated reports whether doc id has an anchor update.
+func (t *anchorTable) updated(id uint32) bool {
+	p := int(id >> anchorPageBits)
+	return t != nil && p < len(t.pages) && t.pages[p] != nil && t.pages[p][id&(anchorPageSize-1)] != 0
+}
+
 // with returns a table with ups applied, sharing the pages ups leave alone.
 func (t *anchorTable) with(ups []anchorUpdate) *anchorTable {
 	nt := &anchorTable{gen: t.gen + 1, pages: slices.Clone(t.pages)}

@@ -366,6 +366,14 @@ func (p *Postings) Advance(target uint32) uint32 {
 			p.doc = NoMoreDocs
 			return p.doc
 		}
+		if len(p.anc) == 0 && dm != NoMoreDocs {
+			// The common case, a term without anchor entries: the main
+			// list's doc as it is, unless an update replaced its anchors.
+			if tf := &p.blk.tfs[p.i]; tf[FieldAnchor] == 0 || !p.anchors.updated(dm) {
+				p.doc, p.tf, p.inMain, p.cur, p.replaced = dm, *tf, true, -1, false
+				return dm
+			}
+		}
 		for p.ai < len(p.anc) && p.anc[p.ai].doc < target {
 			p.ai++
 		}
