@@ -519,7 +519,7 @@ func TestAnchorsRacingAPut(t *testing.T) {
 		name string
 		race func(ctx context.Context, t *testing.T, ix *Index)
 		// pages waiting after a flush that updates no anchors
-		wantReindex int
+		wantWaiting int
 	}{
 		{"analysed before the anchors, stored after", func(ctx context.Context, t *testing.T, ix *Index) {
 			p, err := ix.prepare(doc(u, "first page", "plain body"), nil)
@@ -560,8 +560,8 @@ func TestAnchorsRacingAPut(t *testing.T) {
 			if err := ix.flush(ctx, false); err != nil { // busy: no anchor update yet
 				t.Fatal(err)
 			}
-			if got := ix.Stats().Pending; got != tc.wantReindex {
-				t.Errorf("pending after a flush: %d, want %d", got, tc.wantReindex)
+			if got := ix.Stats().Pending; got != tc.wantWaiting {
+				t.Errorf("pending after a flush: %d, want %d", got, tc.wantWaiting)
 			}
 			// A request survives a restart.
 			crash(t, ix, db)

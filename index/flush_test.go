@@ -443,7 +443,7 @@ func TestNextFlushWait(t *testing.T) {
 	}
 }
 
-func TestReindexDue(t *testing.T) {
+func TestAnchorUpdatesDue(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	waiting := map[string]time.Time{}
 	for i := range 1000 {

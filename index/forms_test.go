@@ -25,8 +25,8 @@ func formTestDocs(t testing.TB) []*Document {
 }
 
 // Replaying a page's form with other anchors gives exactly what analysing
-// the page with those anchors gives, and its form again: a re-index from
-// the form cache indexes what a Put would.
+// the page with those anchors gives, and its form again: a replica that
+// indexes a page from its form indexes what a Put would.
 func TestReplayFormMatchesAnalysis(t *testing.T) {
 	ix := &Index{an: SharedAnalyzer()}
 	anchorSets := [][]string{

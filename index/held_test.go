@@ -81,7 +81,7 @@ func formsAt(tb testing.TB, ix *Index, docs []*Document) [][]byte {
 	return forms
 }
 
-// A replica that holds pages writes no postings for them, re-indexes none
+// A replica that holds pages writes no postings for them, updates none
 // of them for new anchors, and once it indexes them (from their owner's
 // forms, or by analysis where a form is missing or bad) shows a query
 // exactly what an index that analysed them with the same anchors shows.

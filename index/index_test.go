@@ -279,7 +279,7 @@ func TestIndexPutGetDeleteUpdate(t *testing.T) {
 		t.Errorf("mango via late anchor: %v", got)
 	}
 	if got := searchDocs(t, ix, "cherry"); !slices.Equal(got, []string{"http://b.example/2"}) {
-		t.Errorf("cherry after anchor re-index: %v", got)
+		t.Errorf("cherry after anchor update: %v", got)
 	}
 	rec, err = ix.Get(ctx, "http://b.example/2")
 	if err != nil || !slices.Equal(rec.Anchors, []string{"mango link"}) {
@@ -479,11 +479,11 @@ func TestPostingsCursorSkipsAcrossBlocks(t *testing.T) {
 	}
 }
 
-// TestReindexWaitsForQuiet: a stored page whose anchors change is not
-// re-indexed by a background flush while pages are still being stored (it
-// would be re-indexed at every flush of a crawl), but by the first flush
+// TestAnchorUpdateWaitsForQuiet: a stored page whose anchors change gets
+// no anchor update from a background flush while pages are still being
+// stored (it would get one at every flush of a crawl), but by the first flush
 // that finds none, or by Flush; until then Stats counts it as pending.
-func TestReindexWaitsForQuiet(t *testing.T) {
+func TestAnchorUpdateWaitsForQuiet(t *testing.T) {
 	ctx := t.Context()
 	db := openDB(t, t.TempDir())
 	defer db.Close()

@@ -13,7 +13,7 @@ import (
 
 // TestQueuedPageTakesLateAnchors: anchors recorded between a Put and the
 // flush are in the page's one analysis; only anchors after the flush
-// re-index it.
+// need an anchor update.
 func TestQueuedPageTakesLateAnchors(t *testing.T) {
 	const u = "http://a.test/1"
 	cases := []struct {
