@@ -93,20 +93,14 @@ const (
 	anchorPageSize = 1 << anchorPageBits
 )
 
-// get returns doc id's current anchor update and anchor length (0, 0: none).
-func (t *anchorTable) get(id uint32) (seq, length uint32) {
+// get returns doc id's current anchor update (seq 0: none).
+func (t *anchorTable) get(id uint32) anchorState {
 	p := int(id >> anchorPageBits)
 	if t == nil || p >= len(t.pages) || t.pages[p] == nil {
-		return 0, 0
+		return anchorState{}
 	}
 	v := t.pages[p][id&(anchorPageSize-1)]
-	return uint32(v >> 32), uint32(v)
-}
-
-// updated reports whether doc id has an anchor update.
-func (t *anchorTable) updated(id uint32) bool {
-	p := int(id >> anchorPageBits)
-	return t != nil && p < len(t.pages) && t.pages[p] != nil && t.pages[p][id&(anchorPageSize-1)] != 0
+	return anchorState{seq: uint32(v >> 32), length: uint32(v)}
 }
 
 // with returns a table with ups applied, sharing the pages ups leave alone.
@@ -196,11 +190,7 @@ type anchorUpdate struct {
 // liveLensLocked returns doc id's field lengths with its current anchor
 // length. Callers hold metaMu or ix.mu.
 func (ix *Index) liveLensLocked(id uint32) [NumFields]uint32 {
-	lens := ix.metas[id].lens
-	if seq, n := ix.anchorTab.get(id); seq != 0 {
-		lens[FieldAnchor] = n
-	}
-	return lens
+	return ix.anchorTab.get(id).applied(ix.metas[id].lens)
 }
 
 // anchorKey is the key of part part of term's anchor block written by
@@ -539,16 +529,18 @@ func (ix *Index) writeAnchorUpdates(ctx context.Context, ups []anchorUpdate) err
 			if len(old) > 0 {
 				kept = make([]anchorEntry, 0, len(old)+len(entries))
 				keptPos = make([]uint32, 0, len(oldPos)+len(pos))
+				keep := func(e anchorEntry, src []uint32) {
+					kept = append(kept, e)
+					kept[len(kept)-1].from = uint32(len(keptPos))
+					keptPos = append(keptPos, src[e.from:e.from+e.tf]...)
+				}
 				for _, e := range old {
-					if cur, _ := tab.get(e.doc); cur != e.seq || snap.isDeleted(e.doc) {
-						continue
+					if tab.get(e.doc).seq == e.seq && !snap.isDeleted(e.doc) {
+						keep(e, oldPos)
 					}
-					kept = append(kept, anchorEntry{doc: e.doc, seq: e.seq, length: e.length, tf: e.tf, from: uint32(len(keptPos))})
-					keptPos = append(keptPos, oldPos[e.from:e.from+e.tf]...)
 				}
 				for _, e := range entries {
-					kept = append(kept, anchorEntry{doc: e.doc, seq: e.seq, length: e.length, tf: e.tf, from: uint32(len(keptPos))})
-					keptPos = append(keptPos, pos[e.from:e.from+e.tf]...)
+					keep(e, pos)
 				}
 				slices.SortStableFunc(kept, compareAnchorEntries)
 			}

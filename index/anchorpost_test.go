@@ -168,6 +168,24 @@ func TestAnchorUpdatesReadAsFullIndexing(t *testing.T) {
 	deleted := map[int]bool{17: true, 101: true, 230: true}
 	ctx := context.Background()
 
+	// putAll puts docs, deletes those marked deleted, and flushes.
+	putAll := func(ix *Index) {
+		t.Helper()
+		for i, d := range docs {
+			if err := ix.Put(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			if deleted[i] {
+				if err := ix.Delete(ctx, d.URL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := ix.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// The reference: every anchor recorded before its page is put.
 	refDB := openDB(t, t.TempDir())
 	defer refDB.Close()
@@ -177,36 +195,12 @@ func TestAnchorUpdatesReadAsFullIndexing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, d := range docs {
-		if err := ref.Put(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		if deleted[i] {
-			if err := ref.Delete(ctx, d.URL); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := ref.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	putAll(ref)
 
 	dir := t.TempDir()
 	db := openDB(t, dir)
 	ix := openIndex(t, db, 1<<30)
-	for i, d := range docs {
-		if err := ix.Put(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		if deleted[i] {
-			if err := ix.Delete(ctx, d.URL); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := ix.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	putAll(ix)
 	for k, m := range rounds {
 		if err := ix.AddAnchorsBatch(ctx, m); err != nil {
 			t.Fatal(err)
@@ -245,7 +239,7 @@ func TestAnchorUpdatesReadAsFullIndexing(t *testing.T) {
 	}
 	stale := 0
 	for _, e := range p.anc {
-		if seq, _ := r.anchors.get(e.doc); seq != e.seq {
+		if r.anchors.get(e.doc).seq != e.seq {
 			stale++
 		}
 	}

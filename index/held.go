@@ -375,10 +375,10 @@ type heldPage struct {
 	anchors  []string
 	host     string
 	dp       *docPostings
-	form     *analysedForm // the page's analysed form, nil without a form cache
+	form     *analysedForm // the form it was indexed from, or its own for the form cache; nil without
 	rec, raw []byte        // the stored values (compressed), written again as they are
 	err      error
-	corrupt  bool // a held page whose record does not decode (held.go)
+	corrupt  bool // its record does not decode
 }
 
 func (r *heldPage) release(ix *Index) {

@@ -387,9 +387,7 @@ func (ix *Index) load() error {
 			// i:l: key: written with their postings, deleted with the doc.
 			ix.st.Docs++
 			m := ix.metas[id]
-			if a.seq != 0 {
-				m.lens[FieldAnchor] = a.length
-			}
+			m.lens = a.applied(m.lens)
 			for f, l := range m.lens {
 				ix.st.LenSum[f] += int64(l)
 			}

@@ -93,11 +93,7 @@ func (r *Reader) Deletions() (n uint64, current bool) {
 
 // FieldLens returns the per-field lengths (token counts) of doc id.
 func (r *Reader) FieldLens(id uint32) [NumFields]uint32 {
-	lens := r.metas[id].lens
-	if seq, n := r.anchors.get(id); seq != 0 {
-		lens[FieldAnchor] = n
-	}
-	return lens
+	return r.anchors.get(id).applied(r.metas[id].lens)
 }
 
 // AnchorGeneration names the anchor fields of the view's documents: two
@@ -369,7 +365,7 @@ func (p *Postings) Advance(target uint32) uint32 {
 		if len(p.anc) == 0 && dm != NoMoreDocs {
 			// The common case, a term without anchor entries: the main
 			// list's doc as it is, unless an update replaced its anchors.
-			if tf := &p.blk.tfs[p.i]; tf[FieldAnchor] == 0 || !p.anchors.updated(dm) {
+			if tf := &p.blk.tfs[p.i]; tf[FieldAnchor] == 0 || p.anchors.get(dm).seq == 0 {
 				p.doc, p.tf, p.inMain, p.cur, p.replaced = dm, *tf, true, -1, false
 				return dm
 			}
@@ -391,7 +387,7 @@ func (p *Postings) Advance(target uint32) uint32 {
 		}
 		p.cur, p.replaced = -1, false
 		if p.ai < len(p.anc) && p.anc[p.ai].doc == d || tf[FieldAnchor] != 0 {
-			if seq, _ := p.anchors.get(d); seq != 0 {
+			if seq := p.anchors.get(d).seq; seq != 0 {
 				p.replaced = true
 				tf[FieldAnchor] = 0
 				for j := p.ai; j < len(p.anc) && p.anc[j].doc == d; j++ {

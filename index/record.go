@@ -320,6 +320,15 @@ type anchorState struct {
 	seq, length uint32
 }
 
+// applied returns lens, a doc's field lengths as its main postings have
+// them, with the anchor length of update a.
+func (a anchorState) applied(lens [NumFields]uint32) [NumFields]uint32 {
+	if a.seq != 0 {
+		lens[FieldAnchor] = a.length
+	}
+	return lens
+}
+
 // encodeMeta encodes a doc's i:l: record: m (lens[FieldAnchor] is the
 // anchor length of its main postings), then its anchor update if any.
 func encodeMeta(m *docMeta, a anchorState) []byte {
