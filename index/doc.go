@@ -89,8 +89,8 @@
 //	i:m:flush               flush watermark, postings bytes (written by every flush)
 //	i:m:analyzer            Analyzer.Version and postings format of the postings
 //	i:u:<url>               docID (uint32 BE), then 1 for a held page
-//	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest zstd
-//	i:r:<docID>             raw body as fetched, zstd
+//	i:d:<docID>             page record without raw bytes: URL, host, title, hashes, then the rest compressed (S2; zstd from older builds)
+//	i:r:<docID>             raw body as fetched, compressed (S2; zstd from older builds)
 //	i:h:<host>\x00<docID>   host listing for ForEachPage and handoff
 //	i:l:<docID>             field lengths, static rank, host, script of a flushed live doc
 //	i:x:<docID>             tombstone of a deleted or replaced doc

@@ -144,9 +144,9 @@ func (ix *Index) prepareHeld(d *Document) (*preparedDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.enc.EncodeAll)}
+	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.compressPage)}
 	if len(c.Raw) > 0 {
-		p.raw = ix.enc.EncodeAll(c.Raw, nil)
+		p.raw = ix.compressPage(c.Raw, nil)
 	}
 	return p, nil
 }

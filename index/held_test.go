@@ -342,7 +342,7 @@ func TestCheckStoredRefuses(t *testing.T) {
 		t.Fatalf("the index's own page refused: %v", err)
 	}
 	withSummary := func(url, host string) []byte {
-		return appendStored(nil, &Document{URL: url, Host: host}, ix.enc.EncodeAll)
+		return appendStored(nil, &Document{URL: url, Host: host}, ix.compressPage)
 	}
 	summary, _, _ := splitStored(good.Record)
 	restOf := func(frame []byte) []byte {
@@ -352,24 +352,34 @@ func TestCheckStoredRefuses(t *testing.T) {
 	// A zstd frame header declaring 1 GiB of content, single segment.
 	huge := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xa0}, binary.LittleEndian.AppendUint32(nil, 1<<30)...)
 	skippable := []byte{0x50, 0x2a, 0x4d, 0x18, 0, 0, 0, 0}
+	// An S2 block declaring 1 GiB; peers of older builds send zstd, so
+	// both codecs are attacked.
+	hugeS2 := binary.AppendUvarint([]byte{pageS2}, 1<<30)
+	zenc := zstdFastest(t)
 	for name, p := range map[string]StoredPage{
-		"empty record":         {},
-		"record over its cap":  {Record: make([]byte, maxStoredRecordBytes+1)},
-		"form over its cap":    {Record: good.Record, Form: make([]byte, maxHeldFormBytes+1)},
-		"legacy record":        {Record: ix.enc.EncodeAll([]byte("whole record"), nil)},
-		"truncated summary":    {Record: good.Record[:5]},
-		"host not the URL's":   {Record: withSummary("http://a.example/1", "b.example")},
-		"no host":              {Record: withSummary("http://a.example/1", "")},
-		"no URL":               {Record: withSummary("", "")},
-		"NUL in URL":           {Record: withSummary("http://a.example/\x00", "a.example")},
-		"rest not zstd":        {Record: restOf([]byte("plain text"))},
-		"rest declaring 1 GiB": {Record: restOf(huge)},
-		"rest skippable":       {Record: restOf(skippable)},
-		"raw not zstd":         {Record: good.Record, Raw: []byte("<html>")},
-		"rest not a record":    {Record: restOf(ix.enc.EncodeAll([]byte("not a record"), nil))},
-		"rest a 100 MiB bomb":  {Record: restOf(ix.enc.EncodeAll(make([]byte, 100<<20), nil))},
-		"raw over its cap":     {Record: good.Record, Raw: ix.enc.EncodeAll(make([]byte, ix.opt.MaxRawBytes+1), nil)},
-		"raw declaring 1 GiB":  {Record: good.Record, Raw: huge},
+		"empty record":             {},
+		"record over its cap":      {Record: make([]byte, maxStoredRecordBytes+1)},
+		"form over its cap":        {Record: good.Record, Form: make([]byte, maxHeldFormBytes+1)},
+		"legacy record":            {Record: zenc([]byte("whole record"), nil)},
+		"truncated summary":        {Record: good.Record[:5]},
+		"host not the URL's":       {Record: withSummary("http://a.example/1", "b.example")},
+		"no host":                  {Record: withSummary("http://a.example/1", "")},
+		"no URL":                   {Record: withSummary("", "")},
+		"NUL in URL":               {Record: withSummary("http://a.example/\x00", "a.example")},
+		"rest not compressed":      {Record: restOf([]byte("plain text"))},
+		"rest declaring 1 GiB":     {Record: restOf(huge)},
+		"rest skippable":           {Record: restOf(skippable)},
+		"raw not compressed":       {Record: good.Record, Raw: []byte("<html>")},
+		"rest not a record":        {Record: restOf(ix.compressPage([]byte("not a record"), nil))},
+		"zstd rest not a record":   {Record: restOf(zenc([]byte("not a record"), nil))},
+		"rest a 100 MiB bomb":      {Record: restOf(ix.compressPage(make([]byte, 100<<20), nil))},
+		"zstd rest a 100 MiB bomb": {Record: restOf(zenc(make([]byte, 100<<20), nil))},
+		"raw over its cap":         {Record: good.Record, Raw: ix.compressPage(make([]byte, ix.opt.MaxRawBytes+1), nil)},
+		"zstd raw over its cap":    {Record: good.Record, Raw: zenc(make([]byte, ix.opt.MaxRawBytes+1), nil)},
+		"raw declaring 1 GiB":      {Record: good.Record, Raw: huge},
+		"S2 rest declaring 1 GiB":  {Record: restOf(hugeS2)},
+		"S2 raw declaring 1 GiB":   {Record: good.Record, Raw: hugeS2},
+		"S2 rest cut short":        {Record: good.Record[:len(good.Record)-3]},
 	} {
 		if _, err := ix.CheckStored(p); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -93,11 +93,10 @@ type Index struct {
 	opt Options
 	log *slog.Logger
 	an  *Analyzer
-	enc *zstd.Encoder
-	dec *zstd.Decoder
-	// checkDec decompresses stored pages from peers (CheckStored), up to
-	// the caps of what they may hold.
-	checkDec *zstd.Decoder
+	// dec decompresses legacy zstd parts of stored pages (pagecodec.go);
+	// checkDec those of stored pages from peers (CheckStored), up to the
+	// caps of what they may hold.
+	dec, checkDec *zstd.Decoder
 
 	flushMu sync.Mutex // serializes flushes; taken before mu, never after
 	// anchorMu serializes writers of i:a: keys (AddAnchorsBatch's
@@ -145,6 +144,7 @@ type Index struct {
 	summaries                                 *summaryCache // nil when off
 	docPool                                   sync.Pool     // *docPostings scratch for analysis
 	recBufs                                   sync.Pool     // *[]byte buffers for decompressing page records
+	encodeBufs                                sync.Pool     // *[]byte buffers compressPage encodes into
 	// commitHook, when set (tests only), runs before each postings
 	// commit of a flush; an error fails that commit, as a disk error would.
 	commitHook func(commits int) error
@@ -211,15 +211,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// A 1 MiB window: each encoder keeps a history buffer of twice its
-	// window for inputs over 128 KiB (16 MiB with the default window), live
-	// heap on a node whose heap runs at its limit, and pages gain nothing
-	// from a longer window (BENCHMARKS.md, "Claims, tails and heap").
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithWindowSize(1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("index: zstd encoder: %w", err)
-	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(64<<20))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(maxLocalPartBytes))
 	if err != nil {
 		return nil, fmt.Errorf("index: zstd decoder: %w", err)
 	}
@@ -228,7 +220,7 @@ func Open(db *badger.DB, opts Options, log *slog.Logger) (*Index, error) {
 		return nil, fmt.Errorf("index: zstd decoder: %w", err)
 	}
 	ix := &Index{
-		db: db, opt: opts, log: log, an: an, enc: enc, dec: dec, checkDec: checkDec,
+		db: db, opt: opts, log: log, an: an, dec: dec, checkDec: checkDec,
 		anchorsDue: map[string]time.Time{}, queuedURL: map[string]*queuedDoc{}, heldHosts: map[string]int{}, hosts: map[string]*hostAgg{},
 		recorded: newRecordedAnchors(),
 		// Host ID 0 is the empty host, so a doc without metadata (never Live) has a valid one.
@@ -552,10 +544,9 @@ func (ix *Index) Close() error {
 	ix.flushMu.Lock()
 	err := ix.flushOnce(context.Background(), true)
 	ix.flushMu.Unlock()
-	// The zstd encoder and decoder are not closed: used through
-	// EncodeAll/DecodeAll only, they run no goroutines, and a reader (a
-	// late query) or a Put racing with Close may still use them; the GC
-	// reclaims them with the Index.
+	// The zstd decoders are not closed: used through DecodeAll only, they
+	// run no goroutines, and a reader (a late query) racing with Close may
+	// still use them; the GC reclaims them with the Index.
 	if err != nil {
 		return fmt.Errorf("index: close: %w", err)
 	}
@@ -820,9 +811,9 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 	if err != nil {
 		return err
 	}
-	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.enc.EncodeAll)}
+	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.compressPage)}
 	if len(c.Raw) > 0 {
-		p.raw = ix.enc.EncodeAll(c.Raw, nil)
+		p.raw = ix.compressPage(c.Raw, nil)
 	}
 	return ix.store(ctx, p)
 }
@@ -894,7 +885,7 @@ func (ix *Index) prepare(d *Document, form []byte) (*preparedDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedDoc{doc: c, anchors: anchors, rec: appendStored(nil, c, ix.enc.EncodeAll)}
+	p := &preparedDoc{doc: c, anchors: anchors, rec: appendStored(nil, c, ix.compressPage)}
 	if len(form) > 0 {
 		p.dp, p.form = ix.replayReceived(c, form, anchors)
 	}
@@ -906,7 +897,7 @@ func (ix *Index) prepare(d *Document, form []byte) (*preparedDoc, error) {
 		}
 	}
 	if len(c.Raw) > 0 {
-		p.raw = ix.enc.EncodeAll(c.Raw, nil)
+		p.raw = ix.compressPage(c.Raw, nil)
 	}
 	return p, nil
 }

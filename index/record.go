@@ -15,8 +15,8 @@ const (
 	keyFlush             = "i:m:flush"    // flush watermark, term count, postings bytes (written by every flush)
 	keyAnalyzer          = "i:m:analyzer" // Analyzer.Version the postings were made with
 	prefixURL            = "i:u:"         // url -> docID (4 bytes BE), then heldMark for a held page
-	prefixDoc            = "i:d:"         // docID -> page record without Raw: summary, then zstd (appendStored)
-	prefixRaw            = "i:r:"         // docID -> raw body (zstd)
+	prefixDoc            = "i:d:"         // docID -> page record without Raw: summary, then compressed (appendStored)
+	prefixRaw            = "i:r:"         // docID -> raw body, compressed (pagecodec.go)
 	prefixHost           = "i:h:"         // host 0x00 docID -> empty
 	prefixLens           = "i:l:"         // docID -> field lengths, static rank, host (written when postings are flushed)
 	prefixTomb           = "i:x:"         // docID -> empty: tombstone of a deleted or replaced doc
@@ -121,7 +121,7 @@ func (r *recReader) count(limit int) int {
 
 // A page record (the i:d: value) is stored as
 //
-//	0x01, uvarint length, summary, zstd(rest)
+//	0x01, uvarint length, summary, compressed rest (pagecodec.go)
 //
 // where the summary is what a result list needs (URL, host, title, content
 // and near-duplicate hashes), uncompressed, and the rest is everything
@@ -162,7 +162,8 @@ func appendStored(b []byte, d *Document, compress func(src, dst []byte) []byte) 
 }
 
 // splitStored returns a stored record's summary (nil for a legacy record)
-// and its zstd frame.
+// and its compressed rest (a zstd frame of the whole record for a legacy
+// one).
 func splitStored(v []byte) (summary, frame []byte, err error) {
 	if len(v) == 0 || v[0] != storedWithSummary {
 		return nil, v, nil

@@ -45,8 +45,8 @@ func encodeLegacyRecord(d *Document) []byte {
 }
 
 // TestStoredRecordForms stores a page in each stored form, the current
-// one (summary, then the compressed rest) and the legacy one (one zstd
-// frame), and reads each back whole and as a summary; a record whose
+// one (summary, then the compressed rest, in S2 or, from older builds,
+// zstd) and the legacy one (one zstd frame), and reads each back whole and as a summary; a record whose
 // summary is cut short is an error, never a panic.
 func TestStoredRecordForms(t *testing.T) {
 	db := openDB(t, t.TempDir())
@@ -60,14 +60,16 @@ func TestStoredRecordForms(t *testing.T) {
 		Header: map[string][]string{"Etag": {`"x"`}}, StaticRank: 0.25,
 		ContentHash: [16]byte{1, 2, 3, 15: 9}, SimHash: 0xfeedface12345678,
 	}
-	current := appendStored(nil, &doc, ix.enc.EncodeAll)
-	legacy := ix.enc.EncodeAll(encodeLegacyRecord(&doc), nil)
+	current := appendStored(nil, &doc, ix.compressPage)
+	zenc := zstdFastest(t)
+	legacy := zenc(encodeLegacyRecord(&doc), nil)
 	forms := []struct {
 		name    string
 		stored  []byte
 		wantErr bool
 	}{
 		{"current", current, false},
+		{"summary, then zstd (older builds)", appendStored(nil, &doc, zenc), false},
 		{"legacy", legacy, false},
 		{"summary cut short", current[:8], true},
 		{"summary length past the end", []byte{storedWithSummary, 0x7f, 1, 2}, true},

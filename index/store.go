@@ -41,7 +41,7 @@ func (ix *Index) getByID(txn *badger.Txn, id uint32, withRaw bool) (*PageRecord,
 			return nil, err
 		default:
 			err = item.Value(func(v []byte) error {
-				rec.Raw, err = ix.dec.DecodeAll(v, nil)
+				rec.Raw, err = decompressPage(ix.dec, v, nil, maxLocalPartBytes)
 				return err
 			})
 			if err != nil {
@@ -74,7 +74,7 @@ func (ix *Index) decodeStored(v []byte, d *Document) error {
 	if buf == nil {
 		buf = new([]byte)
 	}
-	plain, err := ix.dec.DecodeAll(frame, (*buf)[:0])
+	plain, err := decompressPage(ix.dec, frame, *buf, maxLocalPartBytes)
 	if err != nil {
 		return fmt.Errorf("decompress page record: %w", err)
 	}

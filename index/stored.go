@@ -103,10 +103,7 @@ func (ix *Index) CheckStored(p StoredPage) (Summary, error) {
 		buf = new([]byte)
 	}
 	defer ix.recBufs.Put(buf)
-	plain, err := ix.checkDec.DecodeAll(rest, (*buf)[:0])
-	if err == nil && len(plain) > maxStoredRestBytes {
-		err = errors.New("over its cap")
-	}
+	plain, err := decompressPage(ix.checkDec, rest, *buf, maxStoredRestBytes)
 	if err == nil {
 		err = decodeRecord(plain, &Document{})
 	}
@@ -114,10 +111,7 @@ func (ix *Index) CheckStored(p StoredPage) (Summary, error) {
 		return s, fmt.Errorf("index: stored page %q: record: %w", truncUTF8(s.URL, 100), err)
 	}
 	if len(p.Raw) > 0 {
-		raw, err := ix.checkDec.DecodeAll(p.Raw, plain[:0])
-		if err == nil && len(raw) > ix.opt.MaxRawBytes {
-			err = errors.New("over its cap")
-		}
+		raw, err := decompressPage(ix.checkDec, p.Raw, plain, ix.opt.MaxRawBytes)
 		if err != nil {
 			return s, fmt.Errorf("index: stored page %q: raw body: %w", truncUTF8(s.URL, 100), err)
 		}
@@ -137,7 +131,7 @@ func (ix *Index) Decode(p StoredPage) (*Document, error) {
 		return nil, fmt.Errorf("index: stored page: %w", err)
 	}
 	if len(p.Raw) > 0 {
-		raw, err := ix.dec.DecodeAll(p.Raw, nil)
+		raw, err := decompressPage(ix.dec, p.Raw, nil, maxLocalPartBytes)
 		if err != nil {
 			return nil, fmt.Errorf("index: stored page %q: raw body: %w", truncUTF8(d.URL, 100), err)
 		}

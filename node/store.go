@@ -104,7 +104,7 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 // decides commit and go on in another transaction (ErrTxnTooBig) or
 // size their chunks from db.MaxBatchSize.
 //
-// No Badger compression. The index already zstd-compresses page records
+// No Badger compression. The index already compresses page records
 // and cached copies and varint-packs its postings; Snappy on top still
 // saved a third of a compacted synthetic store, but every block read paid
 // for it: a freshly allocated buffer, a decode, a trip through the block
