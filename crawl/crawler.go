@@ -445,6 +445,10 @@ func New(db *badger.DB, cfg Config, sink Sink, log *slog.Logger) (*Crawler, erro
 	if err != nil {
 		return nil, fmt.Errorf("crawl filter: %w", err)
 	}
+	dups, err := NewNearDupIndex(db, cfg.NearDupDistance)
+	if err != nil {
+		return nil, err
+	}
 	front, err := newFrontier(db, cfg.Politeness, cfg.Filter.MaxPagesPerHost, clock, cfg.BloomExpectedURLs)
 	if err != nil {
 		return nil, err
@@ -452,7 +456,7 @@ func New(db *badger.DB, cfg Config, sink Sink, log *slog.Logger) (*Crawler, erro
 	c := &Crawler{
 		db: db, cfg: cfg, sink: sink, log: log.With("component", "crawl"), clock: clock,
 		front: front, filter: filter, count: newCounters(),
-		dups:    NewNearDupIndex(db, cfg.NearDupDistance),
+		dups:    dups,
 		proc:    make(chan procItem, 2*cfg.ProcessWorkers),
 		credits: newAdmission(cfg.Workers, cfg.ProcessWorkers),
 	}

@@ -144,6 +144,13 @@
 // days, so a testnet run never recrawls). Revisits are conditional
 // (If-None-Match / If-Modified-Since).
 //
+// # Near duplicates
+//
+// The near-duplicate index (simhash.go) keeps its entries in Badger. In
+// memory it holds only a count of c:n/ keys per band and band value
+// (256 KiB whatever the number of pages), counted from the keys at start,
+// so that a claim seeks only into the bands that have entries.
+//
 // # Badger keys (all under "c:")
 //
 //	c:q/<host>/<^cash:8 BE><depth:2 BE><seq:8 BE>  -> URL            per-host queue (engine)

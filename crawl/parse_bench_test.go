@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
@@ -160,20 +161,85 @@ func BenchmarkContentHash(b *testing.B) {
 	}
 }
 
+// BenchmarkNearDupClaim claims new pages into a Badger laid out as a
+// node's: the node's settings (small memtables, so the tree has L0 tables
+// and levels under the memtables), 30,000 pages already claimed, and ten
+// keys of the frontier and the index per page around them. One claim in
+// ten is a near duplicate of a stored page.
 func BenchmarkNearDupClaim(b *testing.B) {
-	db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil))
+	opts := badger.DefaultOptions(b.TempDir()).
+		WithLogger(nil).
+		WithMemTableSize(4 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(8 << 20).
+		WithValueThreshold(256).
+		WithCompression(options.None).
+		WithDetectConflicts(false)
+	db, err := badger.Open(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	idx := NewNearDupIndex(db, 3)
+	const stored = 30000
+	fingerprint := func(i int) (url string, exact [16]byte, sim uint64) {
+		h := mix64(uint64(i))
+		binary.BigEndian.PutUint64(exact[:], h)
+		return "http://h" + itoa(i%500) + ".example/p" + itoa(i), exact, mix64(h)
+	}
+	wb := db.NewWriteBatch()
+	seenValue := make([]byte, 120)
+	postings := make([]byte, 300)
+	for i := 0; i < stored; i++ {
+		url, exact, sim := fingerprint(i)
+		for band := 0; band < 4; band++ {
+			if err := wb.Set(nearKey(sim, band, url), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rev := binary.BigEndian.AppendUint64(append([]byte{}, exact[:]...), sim)
+		if err := wb.Set(nearURLKey(url), rev); err != nil {
+			b.Fatal(err)
+		}
+		if err := wb.Set(exactKey(exact), []byte(url)); err != nil {
+			b.Fatal(err)
+		}
+		for j := 0; j < 10; j++ {
+			h := mix64(uint64(i*10 + j))
+			var k, v []byte
+			switch {
+			case j < 6: // seen records of the page's links
+				k = binary.BigEndian.AppendUint64(append([]byte(pfxSeen+"h"+itoa(int(h%500))+".example/"), exact[:8]...), h)
+				v = seenValue
+			case j < 8: // queued links
+				k = binary.BigEndian.AppendUint64([]byte(pfxQueue+"h"+itoa(int(h%500))+".example/"), h)
+				v = []byte(url)
+			default: // postings blocks
+				k = binary.BigEndian.AppendUint64([]byte("i:p/term"+itoa(int(h%20000))+"/"), h)
+				v = postings
+			}
+			if err := wb.Set(k, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	idx, err := NewNearDupIndex(db, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		h := mix64(uint64(i))
-		var exact [16]byte
-		binary.BigEndian.PutUint64(exact[:], h)
-		if _, err := idx.Claim(ctx, "http://h.example/p"+itoa(i), "", exact, mix64(h)); err != nil {
+		url, exact, sim := fingerprint(stored + i)
+		if i%10 == 0 {
+			_, _, storedSim := fingerprint(i % stored)
+			sim = storedSim ^ 0b101
+		}
+		if _, err := idx.Claim(ctx, url, "", exact, sim); err != nil {
 			b.Fatal(err)
 		}
 	}

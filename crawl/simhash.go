@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"unicode"
@@ -40,6 +41,12 @@ import (
 // which is part of the key (no value reads). The reverse "c:nu/" entry makes
 // a re-claim idempotent and lets a changed page replace its old entries.
 // Distances above 3 are checked only among candidates sharing a band.
+//
+// A claim seeks only into the bands whose value has entries: the index
+// keeps in memory, per band and band value, a count of its "c:n/" keys
+// (bandCounts, 256 KiB whatever the number of pages), built from the keys
+// at open. A count may be too high, never too low, so a skipped band never
+// hides a duplicate.
 //
 // A near duplicate must declare the same language (Page.Lang) as the copy
 // it is a duplicate of: a manual's untranslated pages are its English text
@@ -347,20 +354,74 @@ func HammingDistance(a, b uint64) int {
 
 // NearDupIndex records the content fingerprints of stored pages in Badger
 // and answers whether a new page duplicates one of them. Safe for concurrent
-// use: claims are serialised in-process because Badger's conflict detection
-// does not see phantom inserts into the band ranges.
+// use: claims and releases are serialised in-process, because Badger's
+// conflict detection does not see phantom inserts into the band ranges and
+// because the band counts must follow the commits. It must be the only
+// writer of the "c:x/", "c:n/" and "c:nu/" keys of its db while it is open.
 type NearDupIndex struct {
 	db          *badger.DB
 	maxDistance int
 	mu          sync.Mutex
+	bands       *bandCounts // guarded by mu; nil when near duplicates are not searched
 }
 
 // NewNearDupIndex returns an index over db. maxDistance is the largest
 // Hamming distance considered a near duplicate (3 is the usual choice; the
 // 4-band layout guarantees finding every match up to 3); a negative value
-// disables near-duplicate detection (exact only).
-func NewNearDupIndex(db *badger.DB, maxDistance int) *NearDupIndex {
-	return &NearDupIndex{db: db, maxDistance: maxDistance}
+// disables near-duplicate detection (exact only). It reads every band key
+// of db to count them.
+func NewNearDupIndex(db *badger.DB, maxDistance int) (*NearDupIndex, error) {
+	n := &NearDupIndex{db: db, maxDistance: maxDistance}
+	if maxDistance < 0 {
+		return n, nil
+	}
+	bands, err := loadBandCounts(db)
+	if err != nil {
+		return nil, fmt.Errorf("near-dup index: %w", err)
+	}
+	n.bands = bands
+	return n, nil
+}
+
+// bandCounts counts, per band and band value, the "c:n/" keys holding
+// that value, so that a claim seeks only into bands with entries. A count
+// that reaches its maximum stays there: it no longer knows how many keys
+// it stands for, so removing one must not bring it down.
+type bandCounts [4][1 << 16]uint8
+
+// loadBandCounts counts the band keys of db.
+func loadBandCounts(db *badger.DB) (*bandCounts, error) {
+	counts := new(bandCounts)
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixNear})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()[len(prefixNear):]
+			if len(k) < 3 || k[0] >= 4 {
+				continue // findNear never seeks there
+			}
+			counts.add(int(k[0]), binary.BigEndian.Uint16(k[1:]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count band keys: %w", err)
+	}
+	return counts, nil
+}
+
+func (c *bandCounts) has(band int, value uint16) bool { return c[band][value] != 0 }
+
+func (c *bandCounts) add(band int, value uint16) {
+	if c[band][value] != math.MaxUint8 {
+		c[band][value]++
+	}
+}
+
+func (c *bandCounts) remove(band int, value uint16) {
+	if v := c[band][value]; v != 0 && v != math.MaxUint8 {
+		c[band][value]--
+	}
 }
 
 func exactKey(h [16]byte) []byte {
@@ -415,8 +476,10 @@ func (n *NearDupIndex) Claim(ctx context.Context, url, lang string, exact [16]by
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var change bandChange
 	for attempt := 0; attempt < 5; attempt++ {
 		dupOf = ""
+		change = bandChange{}
 		err = n.db.Update(func(txn *badger.Txn) error {
 			want := make([]byte, 24, 24+len(lang))
 			copy(want, exact[:])
@@ -430,7 +493,7 @@ func (n *NearDupIndex) Claim(ctx context.Context, url, lang string, exact [16]by
 				if bytes.Equal(old, want) {
 					return nil
 				}
-				if err := n.deleteEntries(txn, url, old); err != nil {
+				if err := n.deleteEntries(txn, url, old, &change); err != nil {
 					return err
 				}
 			}
@@ -456,6 +519,7 @@ func (n *NearDupIndex) Claim(ctx context.Context, url, lang string, exact [16]by
 			if err := txn.Set(exactKey(exact), []byte(url)); err != nil {
 				return err
 			}
+			change.added, change.addedSim = true, sim
 			for b := 0; b < 4; b++ {
 				if err := txn.Set(nearKey(sim, b, url), nil); err != nil {
 					return err
@@ -467,21 +531,33 @@ func (n *NearDupIndex) Claim(ctx context.Context, url, lang string, exact [16]by
 			break
 		}
 	}
+	n.countBandChange(change, err == nil)
 	if err != nil {
 		return "", fmt.Errorf("near-dup claim %s: %w", url, err)
 	}
 	return dupOf, nil
 }
 
-// findNear scans the four bands of sim for another url of language lang
-// within maxDistance, returning the closest.
+// findNear scans the bands of sim that have entries for another url of
+// language lang within maxDistance, returning the closest.
 func (n *NearDupIndex) findNear(txn *badger.Txn, url, lang string, sim uint64) (string, error) {
 	best, bestDist := "", n.maxDistance+1
-	opts := badger.IteratorOptions{PrefetchValues: false}
+	// One iterator for all bands: opening one gathers an iterator per
+	// memtable and table.
+	var it *badger.Iterator
+	defer func() {
+		if it != nil {
+			it.Close()
+		}
+	}()
 	for b := 0; b < 4; b++ {
+		if !n.bands.has(b, bandValue(sim, b)) {
+			continue
+		}
+		if it == nil {
+			it = txn.NewIterator(badger.IteratorOptions{Prefix: prefixNear})
+		}
 		prefix := nearBandPrefix(sim, b)
-		opts.Prefix = prefix
-		it := txn.NewIterator(opts)
 		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 			k := it.Item().Key()
 			if len(k) < len(prefix)+8 {
@@ -498,7 +574,6 @@ func (n *NearDupIndex) findNear(txn *badger.Txn, url, lang string, sim uint64) (
 			}
 			rev, err := getValue(txn, nearURLKey(string(otherURL)))
 			if err != nil {
-				it.Close()
 				return "", err
 			}
 			if len(rev) < 24 || string(rev[24:]) != lang {
@@ -506,13 +581,41 @@ func (n *NearDupIndex) findNear(txn *badger.Txn, url, lang string, sim uint64) (
 			}
 			best, bestDist = string(otherURL), d
 		}
-		it.Close()
 	}
 	return best, nil
 }
 
-// deleteEntries removes url's entries described by a reverse value.
-func (n *NearDupIndex) deleteEntries(txn *badger.Txn, url string, rev []byte) error {
+// bandChange is what one transaction did to the band keys: it deleted the
+// keys of removedSim in the bands marked removed, and wrote the four keys
+// of addedSim when added.
+type bandChange struct {
+	removedSim uint64
+	removed    [4]bool
+	addedSim   uint64
+	added      bool
+}
+
+// countBandChange brings the band counts in line with a transaction's
+// change. New keys are counted whether or not the transaction committed,
+// deleted ones uncounted only if it did, so a count is never below the
+// number of keys, even when a failed commit leaves its outcome unknown.
+func (n *NearDupIndex) countBandChange(change bandChange, committed bool) {
+	if n.bands == nil {
+		return
+	}
+	for b := 0; b < 4; b++ {
+		if committed && change.removed[b] {
+			n.bands.remove(b, bandValue(change.removedSim, b))
+		}
+		if change.added {
+			n.bands.add(b, bandValue(change.addedSim, b))
+		}
+	}
+}
+
+// deleteEntries removes url's entries described by a reverse value,
+// noting in change the band keys it found and deleted.
+func (n *NearDupIndex) deleteEntries(txn *badger.Txn, url string, rev []byte, change *bandChange) error {
 	if len(rev) < 24 {
 		return txn.Delete(nearURLKey(url))
 	}
@@ -528,8 +631,21 @@ func (n *NearDupIndex) deleteEntries(txn *badger.Txn, url string, rev []byte) er
 			return err
 		}
 	}
+	change.removedSim = sim
 	for b := 0; b < 4; b++ {
-		if err := txn.Delete(nearKey(sim, b, url)); err != nil {
+		key := nearKey(sim, b, url)
+		if n.bands != nil {
+			// Uncount only keys that exist: the fingerprints given to
+			// Release may not be the stored ones.
+			_, err := txn.Get(key)
+			switch {
+			case err == nil:
+				change.removed[b] = true
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return err
+			}
+		}
+		if err := txn.Delete(key); err != nil {
 			return err
 		}
 	}
@@ -545,7 +661,9 @@ func (n *NearDupIndex) Release(ctx context.Context, url string, exact [16]byte, 
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var change bandChange
 	err := n.db.Update(func(txn *badger.Txn) error {
+		change = bandChange{}
 		rev, err := getValue(txn, nearURLKey(url))
 		if err != nil {
 			return err
@@ -555,8 +673,9 @@ func (n *NearDupIndex) Release(ctx context.Context, url string, exact [16]byte, 
 			copy(rev, exact[:])
 			binary.BigEndian.PutUint64(rev[16:], sim)
 		}
-		return n.deleteEntries(txn, url, rev)
+		return n.deleteEntries(txn, url, rev, &change)
 	})
+	n.countBandChange(change, err == nil)
 	if err != nil {
 		return fmt.Errorf("near-dup release %s: %w", url, err)
 	}

@@ -3,6 +3,7 @@ package crawl
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"strings"
 	"sync"
@@ -116,11 +117,20 @@ func openTestBadger(t *testing.T, dir string) *badger.DB {
 	return db
 }
 
+func openNearDupIndex(t *testing.T, db *badger.DB, maxDistance int) *NearDupIndex {
+	t.Helper()
+	idx, err := NewNearDupIndex(db, maxDistance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
+
 func TestNearDupIndex(t *testing.T) {
 	dir := t.TempDir()
 	db := openTestBadger(t, dir)
 	ctx := context.Background()
-	idx := NewNearDupIndex(db, 3)
+	idx := openNearDupIndex(t, db, 3)
 
 	textA := strings.Join(simDoc(1, 50), " ")
 	exactA, simA := ContentHash(textA), SimHash(textA)
@@ -179,7 +189,7 @@ func TestNearDupIndex(t *testing.T) {
 	}
 	db = openTestBadger(t, dir)
 	defer db.Close()
-	idx = NewNearDupIndex(db, 3)
+	idx = openNearDupIndex(t, db, 3)
 	claim("http://again/", exactU, simU, "http://u/")
 
 	// Only our prefixes are used.
@@ -202,7 +212,7 @@ func TestNearDupIndex(t *testing.T) {
 func TestNearDupIndexExactOnly(t *testing.T) {
 	db := openTestBadger(t, t.TempDir())
 	defer db.Close()
-	idx := NewNearDupIndex(db, -1)
+	idx := openNearDupIndex(t, db, -1)
 	ctx := context.Background()
 	if d, _ := idx.Claim(ctx, "http://a/", "", [16]byte{1}, 42); d != "" {
 		t.Fatal(d)
@@ -218,7 +228,7 @@ func TestNearDupIndexExactOnly(t *testing.T) {
 func TestNearDupIndexConcurrent(t *testing.T) {
 	db := openTestBadger(t, t.TempDir())
 	defer db.Close()
-	idx := NewNearDupIndex(db, 3)
+	idx := openNearDupIndex(t, db, 3)
 	ctx := context.Background()
 	text := strings.Join(simDoc(3, 20), " ")
 	exact, sim := ContentHash(text), SimHash(text)
@@ -295,7 +305,7 @@ func TestNearDuplicatesOfOneLanguage(t *testing.T) {
 	db := openTestBadger(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()
-	idx := NewNearDupIndex(db, 3)
+	idx := openNearDupIndex(t, db, 3)
 	text := strings.Join(simDoc(3, 50), " ")
 	exact, sim := ContentHash(text), SimHash(text)
 	for _, tc := range []struct {
@@ -317,6 +327,222 @@ func TestNearDuplicatesOfOneLanguage(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("Claim(%s, %q) = %q, want %q", tc.url, tc.lang, got, tc.want)
+		}
+	}
+}
+
+// onlyBand returns a simhash at distance 3 from sim that shares only band
+// b with it, so that finding sim from it needs a seek into band b.
+func onlyBand(sim uint64, b int) uint64 {
+	for other := 0; other < 4; other++ {
+		if other != b {
+			sim ^= 1 << (16*other + 5)
+		}
+	}
+	return sim
+}
+
+// nearDupStep is one operation on a NearDupIndex: a claim with its
+// expected result, a release, or a restart (close and reopen Badger and
+// the index).
+type nearDupStep struct {
+	op      string // "claim", "release" or "reopen"
+	url     string
+	exact   uint16
+	sim     uint64
+	wantDup string
+}
+
+func runNearDupSteps(t *testing.T, steps []nearDupStep) {
+	t.Helper()
+	dir := t.TempDir()
+	db := openTestBadger(t, dir)
+	defer func() { db.Close() }()
+	idx := openNearDupIndex(t, db, 3)
+	ctx := context.Background()
+	for i, s := range steps {
+		exact := [16]byte{byte(s.exact >> 8), byte(s.exact)}
+		switch s.op {
+		case "claim":
+			got, err := idx.Claim(ctx, s.url, "", exact, s.sim)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			if got != s.wantDup {
+				t.Fatalf("step %d: Claim(%s, %016x) = %q, want %q", i, s.url, s.sim, got, s.wantDup)
+			}
+		case "release":
+			if err := idx.Release(ctx, s.url, exact, s.sim); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		case "reopen":
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openTestBadger(t, dir)
+			idx = openNearDupIndex(t, db, 3)
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+	}
+}
+
+// The band counts skip a seek only where no band key can be: each case
+// ends with a claim that finds its duplicate through a single band, after
+// the operations most likely to leave a count too low.
+func TestNearDupBandCountsNeverHideADuplicate(t *testing.T) {
+	const simA, simB = 0x1111222233334444, 0x5555666677774444 // B shares band 0 with A
+	sharedSim := func(i int) uint64 { return mix64(uint64(i))&^0xffff | 0x4444 }
+	shared := func(n int) []nearDupStep {
+		// n pages sharing band 0 and far apart, more than a count holds.
+		steps := make([]nearDupStep, 0, 2*n)
+		for i := 0; i < n; i++ {
+			steps = append(steps, nearDupStep{op: "claim", url: fmt.Sprintf("http://s/%d", i), exact: uint16(1000 + i), sim: sharedSim(i)})
+		}
+		for i := 1; i < n; i++ {
+			steps = append(steps, nearDupStep{op: "release", url: fmt.Sprintf("http://s/%d", i)})
+		}
+		return steps
+	}
+	cases := []struct {
+		name  string
+		steps []nearDupStep
+	}{
+		{"each band, same session", []nearDupStep{
+			{op: "claim", url: "http://a/", exact: 1, sim: simA},
+			{op: "claim", url: "http://q0/", exact: 2, sim: onlyBand(simA, 0), wantDup: "http://a/"},
+			{op: "claim", url: "http://q1/", exact: 3, sim: onlyBand(simA, 1), wantDup: "http://a/"},
+			{op: "claim", url: "http://q2/", exact: 4, sim: onlyBand(simA, 2), wantDup: "http://a/"},
+			{op: "claim", url: "http://q3/", exact: 5, sim: onlyBand(simA, 3), wantDup: "http://a/"},
+		}},
+		{"each band, after reopen", []nearDupStep{
+			{op: "claim", url: "http://a/", exact: 1, sim: simA},
+			{op: "reopen"},
+			{op: "claim", url: "http://q0/", exact: 2, sim: onlyBand(simA, 0), wantDup: "http://a/"},
+			{op: "claim", url: "http://q1/", exact: 3, sim: onlyBand(simA, 1), wantDup: "http://a/"},
+			{op: "claim", url: "http://q2/", exact: 4, sim: onlyBand(simA, 2), wantDup: "http://a/"},
+			{op: "claim", url: "http://q3/", exact: 5, sim: onlyBand(simA, 3), wantDup: "http://a/"},
+		}},
+		{"release of one of two pages sharing a band", []nearDupStep{
+			{op: "claim", url: "http://a/", exact: 1, sim: simA},
+			{op: "claim", url: "http://b/", exact: 2, sim: simB},
+			{op: "release", url: "http://a/"},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://b/"},
+		}},
+		{"release after reopen", []nearDupStep{
+			{op: "claim", url: "http://a/", exact: 1, sim: simA},
+			{op: "claim", url: "http://b/", exact: 2, sim: simB},
+			{op: "reopen"},
+			{op: "release", url: "http://a/"},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://b/"},
+		}},
+		{"release twice", []nearDupStep{
+			{op: "claim", url: "http://a/", exact: 1, sim: simA},
+			{op: "claim", url: "http://b/", exact: 2, sim: simB},
+			{op: "release", url: "http://a/"},
+			{op: "release", url: "http://a/", exact: 1, sim: simA},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://b/"},
+		}},
+		{"release of an unknown url with a stored page's fingerprints", []nearDupStep{
+			{op: "claim", url: "http://b/", exact: 2, sim: simB},
+			{op: "release", url: "http://unknown/", exact: 2, sim: simB},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://b/"},
+		}},
+		{"changed page keeping a band value", []nearDupStep{
+			{op: "claim", url: "http://a/", exact: 1, sim: simA},
+			{op: "claim", url: "http://a/", exact: 2, sim: simB},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://a/"},
+		}},
+		{"changed page turned into a duplicate", []nearDupStep{
+			{op: "claim", url: "http://c/", exact: 9, sim: 0x0f0f0f0f0f0f0f0f},
+			{op: "claim", url: "http://b/", exact: 2, sim: simB},
+			{op: "claim", url: "http://a-longer/", exact: 1, sim: simA},
+			{op: "claim", url: "http://a-longer/", exact: 9, sim: 0x0f0f0f0f0f0f0f0f, wantDup: "http://c/"},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://b/"},
+		}},
+		{"duplicate claim then release of the duplicate", []nearDupStep{
+			{op: "claim", url: "http://b/", exact: 2, sim: simB},
+			{op: "claim", url: "http://dup/", exact: 4, sim: simB ^ 1, wantDup: "http://b/"},
+			{op: "release", url: "http://dup/", exact: 4, sim: simB ^ 1},
+			{op: "claim", url: "http://q/", exact: 3, sim: onlyBand(simB, 0), wantDup: "http://b/"},
+		}},
+		{"more pages in a band than a count holds, all but one released", append(shared(300),
+			nearDupStep{op: "claim", url: "http://query/", exact: 3, sim: onlyBand(sharedSim(0), 0), wantDup: "http://s/0"})},
+		{"more pages in a band than a count holds, released after reopen", append(append(shared(300)[:300], nearDupStep{op: "reopen"}),
+			append(shared(300)[300:],
+				nearDupStep{op: "claim", url: "http://query/", exact: 3, sim: onlyBand(sharedSim(0), 0), wantDup: "http://s/0"})...)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runNearDupSteps(t, tc.steps)
+		})
+	}
+}
+
+// Random claims, releases and restarts over few band values give the same
+// answers as an index whose counts are all saturated, which seeks into
+// every band as if it had no counts.
+func TestNearDupBandCountsMatchFullScan(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	dir := t.TempDir()
+	db := openTestBadger(t, dir)
+	defer func() { db.Close() }()
+	refDB := openTestBadger(t, t.TempDir())
+	defer refDB.Close()
+	idx := openNearDupIndex(t, db, 3)
+	ref := openNearDupIndex(t, refDB, 3)
+	saturate := func() {
+		for b := range ref.bands {
+			for v := range ref.bands[b] {
+				ref.bands[b][v] = math.MaxUint8
+			}
+		}
+	}
+	saturate()
+	// Variants of a few simhashes, a few bits apart: near duplicates are
+	// common, and are found through one band or several.
+	bases := make([]uint64, 6)
+	for i := range bases {
+		bases[i] = rng.Uint64()
+	}
+	randomSim := func() uint64 {
+		sim := bases[rng.Intn(len(bases))]
+		for flips := rng.Intn(4); flips > 0; flips-- {
+			sim ^= 1 << rng.Intn(64)
+		}
+		return sim
+	}
+	ctx := context.Background()
+	for i := 0; i < 600; i++ {
+		url := fmt.Sprintf("http://h/%d", rng.Intn(60))
+		exact := [16]byte{byte(rng.Intn(200))}
+		sim := randomSim()
+		switch r := rng.Intn(100); {
+		case r < 2:
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openTestBadger(t, dir)
+			idx = openNearDupIndex(t, db, 3)
+		case r < 25:
+			if err := idx.Release(ctx, url, exact, sim); err != nil {
+				t.Fatal(err)
+			}
+			if err := ref.Release(ctx, url, exact, sim); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			got, err := idx.Claim(ctx, url, "", exact, sim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Claim(ctx, url, "", exact, sim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("op %d: Claim(%s, %016x) = %q, a full scan finds %q", i, url, sim, got, want)
+			}
 		}
 	}
 }
