@@ -1,6 +1,7 @@
 package index
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -129,6 +130,7 @@ func (a *Analyzer) analyzeSpans(text string, query bool, page script) []span {
 type analyzeScratch struct {
 	segs []segment
 	han  []byte
+	norm []byte // normalize's result, before it becomes a string
 }
 
 // scratchKeepBytes: scratch that grew past this (a huge page) is dropped
@@ -143,7 +145,7 @@ func (a *Analyzer) getScratch() *analyzeScratch {
 }
 
 func (a *Analyzer) putScratch(sc *analyzeScratch) {
-	if a.scratch == nil || 32*cap(sc.segs)+cap(sc.han) > scratchKeepBytes {
+	if a.scratch == nil || 32*cap(sc.segs)+cap(sc.han)+cap(sc.norm) > scratchKeepBytes {
 		return
 	}
 	a.scratch.Put(sc)
@@ -161,40 +163,77 @@ type segment struct {
 // each byte of the result (plus one past the end) to the offset in text of
 // the character it came from. han reports a Han character in the result.
 func normalize(text string, offsets bool) (s string, src []int32, han bool) {
-	ascii := true
-	for i := 0; i < len(text); i++ {
-		if text[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		b := make([]byte, len(text))
-		for i := 0; i < len(text); i++ {
-			c := text[i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			b[i] = c
-		}
-		if offsets {
-			src = make([]int32, len(text)+1)
-			for i := range src {
-				src[i] = int32(i)
-			}
-		}
-		return string(b), src, false
-	}
-	b := make([]byte, 0, len(text)+len(text)/8)
+	var sc analyzeScratch
+	return sc.normalize(text, offsets)
+}
+
+// normalize is normalize with sc.norm as the buffer the result is built
+// in. The result is text itself when normalizing leaves it as it is.
+//
+// Runs of plain characters (see plainSize) skip the NFKC iterator and
+// its per-character work: a plain character
+// followed by another (or by the end) is a normalization segment of its
+// own that NFKC keeps as it is, exactly what the iterator would return
+// there. Everything else goes through the iterator, one segment at a
+// time, and src maps all bytes of a segment to where it starts.
+func (sc *analyzeScratch) normalize(text string, offsets bool) (s string, src []int32, han bool) {
 	if offsets {
 		src = make([]int32, 0, len(text)+1)
 	}
+	// Until the result differs from text, copied is false and b empty.
+	var b []byte
+	copied := false
+	diverge := func(p int) {
+		b = append(sc.norm[:0], text[:p]...)
+		copied = true
+	}
 	var it norm.Iter
-	it.InitString(norm.NFKC, text)
-	for !it.Done() {
-		at := it.Pos()
+	iterating := false
+	var low []byte // a segment from the iterator, lowercased
+	for p := 0; p < len(text); {
+		if q := plainRunEnd(text, p); q > p {
+			if text[p] >= utf8.RuneSelf {
+				han = true
+				if copied {
+					b = append(b, text[p:q]...)
+				}
+			} else {
+				from := p
+				if !copied {
+					if k := indexUpper(text[p:q]); k >= 0 {
+						from = p + k
+						diverge(from)
+					}
+				}
+				if copied {
+					b = appendLower(b, text[from:q])
+				}
+			}
+			if offsets {
+				for k := p; k < q; {
+					n := plainSize(text, k)
+					for range n {
+						src = append(src, int32(k))
+					}
+					k += n
+				}
+			}
+			p = q
+			continue
+		}
+		if !iterating {
+			it.InitString(norm.NFKC, text)
+			iterating = true
+		}
+		// The iterator is behind p when plain characters came in between
+		// (p is a segment boundary, where it may resume); a character
+		// that decomposes into several segments keeps it at p.
+		if it.Pos() != p {
+			it.Seek(int64(p), io.SeekStart)
+		}
 		seg := it.Next()
-		n0 := len(b)
+		end := it.Pos()
+		low = low[:0]
 		for len(seg) > 0 {
 			r, sz := utf8.DecodeRune(seg)
 			seg = seg[sz:]
@@ -202,31 +241,113 @@ func normalize(text string, offsets bool) (s string, src []int32, han bool) {
 				if 'A' <= r && r <= 'Z' {
 					r += 'a' - 'A'
 				}
-				b = append(b, byte(r))
+				low = append(low, byte(r))
 				continue
 			}
 			han = han || isHan(r)
-			b = utf8.AppendRune(b, unicode.ToLower(r))
+			low = utf8.AppendRune(low, unicode.ToLower(r))
+		}
+		if !copied && string(low) != text[p:end] {
+			diverge(p)
+		}
+		if copied {
+			b = append(b, low...)
 		}
 		if offsets {
-			for range len(b) - n0 {
-				src = append(src, int32(at))
+			for range low {
+				src = append(src, int32(p))
 			}
 		}
+		p = end
 	}
 	if offsets {
 		src = append(src, int32(len(text)))
 	}
+	if !copied {
+		return text, src, han
+	}
+	sc.norm = b
 	return string(b), src, han
 }
 
+// plainRunEnd returns the end of the run of plain characters of one kind
+// (ASCII, or CJK Unified Ideographs) at text[p] that normalize copies as
+// they are: without the last one when a character that is not plain
+// follows (it may combine with it). It returns p when there is none.
+func plainRunEnd(text string, p int) int {
+	n := plainSize(text, p)
+	if n == 0 {
+		return p
+	}
+	q := p
+	for q < len(text) && plainSize(text, q) == n {
+		q += n
+	}
+	if q < len(text) && plainSize(text, q) == 0 {
+		q -= n
+	}
+	return q
+}
+
+// indexUpper returns the index of the first ASCII capital in s, or -1.
+func indexUpper(s string) int {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return i
+		}
+	}
+	return -1
+}
+
+// appendLower appends ASCII s to b, lowercased.
+func appendLower(b []byte, s string) []byte {
+	n := len(b)
+	b = append(b, s...)
+	for i := n; i < len(b); i++ {
+		if c := b[i]; 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return b
+}
+
+// plainSize returns the size of the character at text[p] when it is
+// plain, else 0. A plain character is ASCII or a CJK Unified Ideograph
+// (U+4E00 to U+9FFF): NFKC keeps it as it is, it starts a normalization
+// segment and nothing before it combines with it
+// (TestNormalizePlainCharacters).
+func plainSize(text string, p int) int {
+	c := text[p]
+	if c < utf8.RuneSelf {
+		return 1
+	}
+	// U+4E00 to U+9FFF are E4 B8 80 to E9 BF BF in UTF-8.
+	if c >= 0xE4 && c <= 0xE9 && p+2 < len(text) {
+		if c == 0xE4 && text[p+1] < 0xB8 {
+			return 0
+		}
+		if c1, c2 := text[p+1], text[p+2]; c1&0xC0 == 0x80 && c2&0xC0 == 0x80 {
+			return 3
+		}
+	}
+	return 0
+}
+
+// isHan reports a Han character. The CJK Unified Ideographs block, all
+// Han, is most of Chinese text and is told without a table search.
 func isHan(r rune) bool {
+	if 0x4E00 <= r && r <= 0x9FFF {
+		return true
+	}
 	return r >= 0x2E80 && unicode.Is(unicode.Han, r)
 }
 
+// isWordRune reports a character of a word token: a letter, digit or mark
+// of a script other than Han.
 func isWordRune(r rune) bool {
 	if r < utf8.RuneSelf {
-		return 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || 'A' <= r && r <= 'Z'
+		// r|0x20 lowercases ASCII letters and maps nothing else onto one.
+		return uint32(r|0x20-'a') < 26 || uint32(r-'0') < 10
 	}
 	if r == utf8.RuneError || isHan(r) {
 		return false
@@ -259,6 +380,14 @@ func scanWord(s string, i int) (end int, compound, numeric bool) {
 	numeric = true
 	j := i
 	for {
+		// ASCII letters and digits, most of a word, need no decoding.
+		for ; j < len(s); j++ {
+			if c := s[j]; c|0x20-'a' < 26 {
+				numeric = false
+			} else if c-'0' >= 10 {
+				break
+			}
+		}
 		r, sz := runeAt(s, j)
 		if sz == 0 {
 			break
@@ -342,15 +471,17 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 			}
 		}
 	}
-	s, src, hasHan := normalize(text, offsets)
+	sc := a.getScratch()
+	defer a.putScratch(sc)
+	s, src, hasHan := sc.normalize(text, offsets)
 	var alts []alternative
 	if hasHan && a.fold != nil {
-		sc := a.fold.scriptOf(text)
-		if sc == scriptUnknown {
-			sc = page
+		textScript := a.fold.scriptOf(text)
+		if textScript == scriptUnknown {
+			textScript = page
 		}
-		s, src = a.fold.fold(s, src, sc)
-		if sc == scriptTraditional {
+		s, src = a.fold.fold(s, src, textScript)
+		if textScript == scriptTraditional {
 			// A query is one reading: the mainland one, which finds the
 			// pages of both scripts. A page gets both (a Taiwan page's 面板
 			// also matches a mainland 面板, though OpenCC reads it 皮肤).
@@ -361,11 +492,14 @@ func (a *Analyzer) run(text string, query, offsets bool, page script, emit func(
 			}
 		}
 	}
-	sc := a.getScratch()
-	defer a.putScratch(sc)
 	segs, han := sc.segs[:0], sc.han[:0]
 	defer func() { sc.segs, sc.han = segs, han }()
 	for i := 0; i < len(s); {
+		// Spaces and ASCII punctuation but '.', between most words.
+		if c := s[i]; c < utf8.RuneSelf && c != '.' && c|0x20-'a' >= 26 && c-'0' >= 10 {
+			i++
+			continue
+		}
 		r, sz := runeAt(s, i)
 		switch {
 		case isHan(r):

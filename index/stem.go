@@ -1,7 +1,6 @@
 package index
 
 import (
-	"strings"
 	"sync/atomic"
 
 	"github.com/blevesearch/snowballstem"
@@ -48,39 +47,64 @@ func stemWord(w string) string {
 
 // stemCache remembers the stems of recently seen words: a stem is a
 // Snowball program run over the word, with allocations, and text repeats
-// its words (Zipf), so most words are found here. It is direct-mapped by
-// an FNV-1a hash of the word; an entry is immutable and swapped in whole,
-// so lookups take no lock, and a slot holding another word is a miss
-// (stemmed and replaced). Entries hold copies of the words, never the
-// text they were cut from.
+// its words (Zipf), so most words are found here. It is two-way set
+// associative by an FNV-1a hash of the word: a new word takes a set's
+// first way and moves the word there to the second, so that two frequent
+// words that share a set both stay. An entry is immutable and swapped in
+// whole, so lookups take no lock, and a set holding other words is a miss
+// (stemmed and put in). Entries hold copies of the words, never the text
+// they were cut from.
 type stemCache struct {
-	slots [stemCacheSlots]atomic.Pointer[stemEntry]
+	sets [stemCacheSets][2]atomic.Pointer[stemEntry]
 }
 
-// stemCacheSlots: 8,192 slots, about 0.5 MB when full.
-const stemCacheSlots = 1 << 13
+// stemCacheSets: 8,192 sets of two entries, about 1.3 MB when full.
+const stemCacheSets = 1 << 13
 
-type stemEntry struct{ word, stem string }
+// stemEntry holds its word inline: a lookup compares it without reading
+// another allocation.
+type stemEntry struct {
+	stem string
+	n    uint8
+	word [maxStemBytes]byte
+}
+
+func (e *stemEntry) is(w string) bool {
+	return e != nil && int(e.n) == len(w) && string(e.word[:e.n]) == w
+}
 
 // stem is stemWord through the cache (a nil cache stems every word).
 func (c *stemCache) stem(w string) string {
 	if c == nil {
 		return stemWord(w)
 	}
-	if !stemmable(w) {
+	if len(w) < minStemBytes || len(w) > maxStemBytes {
 		return w
 	}
+	// The hash loop also checks that w is stemmable.
 	h := uint32(2166136261)
 	for i := 0; i < len(w); i++ {
-		h ^= uint32(w[i])
+		ch := w[i]
+		if ch-'a' >= 26 {
+			return w
+		}
+		h ^= uint32(ch)
 		h *= 16777619
 	}
-	slot := &c.slots[h&(stemCacheSlots-1)]
-	if e := slot.Load(); e != nil && e.word == w {
+	set := &c.sets[h&(stemCacheSets-1)]
+	first := set[0].Load()
+	if first.is(w) {
+		return first.stem
+	}
+	if e := set[1].Load(); e.is(w) {
 		return e.stem
 	}
-	word := strings.Clone(w)
-	e := &stemEntry{word: word, stem: stemWord(word)}
-	slot.Store(e)
+	e := &stemEntry{n: uint8(len(w))}
+	copy(e.word[:], w)
+	// Stemmed from a copy: a stem may be part of the word, and the entry
+	// outlives the text.
+	e.stem = stemWord(string(e.word[:e.n]))
+	set[1].Store(first)
+	set[0].Store(e)
 	return e.stem
 }

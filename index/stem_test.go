@@ -15,7 +15,7 @@ func TestStemCacheIsStemWord(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	words := strings.Fields("inserting insert envelopes envelope running runs ran generalization generalizations the a an " +
 		"node.js a2b_hex ÉCOLE x abcdefghijklmnopqrstuvwxyzabcdefgh connection connections connected")
-	for range 4 * stemCacheSlots {
+	for range 8 * stemCacheSets {
 		b := make([]byte, 3+rng.IntN(10))
 		for i := range b {
 			b[i] = byte('a' + rng.IntN(26))
