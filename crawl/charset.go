@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"unicode/utf8"
 
@@ -44,6 +45,12 @@ func decodeCharset(body []byte, contentType string, isHTML bool) ([]byte, string
 	case bytes.HasPrefix(body, []byte("\xfe\xff")):
 		return decodeWith(unicode.UTF16(unicode.BigEndian, unicode.ExpectBOM), body), "utf-16be"
 	}
+	highBit := hasHighBit(body)
+	if highBit && utf8.Valid(body) {
+		// Such bytes are decoded as UTF-8 whatever the declaration says,
+		// so it is not looked for.
+		return body, "utf-8"
+	}
 	label := charsetParam(contentType)
 	if label == "" && isHTML {
 		label = metaCharset(body)
@@ -58,7 +65,6 @@ func decodeCharset(body []byte, contentType string, isHTML bool) ([]byte, string
 			declared, name = nil, ""
 		}
 	}
-	highBit := hasHighBit(body)
 	if !highBit {
 		if declared != nil && name != "utf-8" && !asciiCompatible(name) {
 			return decodeWith(declared, body), name
@@ -67,9 +73,6 @@ func decodeCharset(body []byte, contentType string, isHTML bool) ([]byte, string
 			name = "utf-8"
 		}
 		return body, name
-	}
-	if utf8.Valid(body) {
-		return body, "utf-8"
 	}
 	if name == "utf-8" && mostlyUTF8(body) {
 		// A declared UTF-8 page with the odd broken sequence (text cut
@@ -124,6 +127,12 @@ func asciiCompatible(name string) bool {
 }
 
 func hasHighBit(b []byte) bool {
+	const highBits = 0x8080808080808080
+	for ; len(b) >= 8; b = b[8:] {
+		if binary.LittleEndian.Uint64(b)&highBits != 0 {
+			return true
+		}
+	}
 	for _, c := range b {
 		if c >= 0x80 {
 			return true
@@ -276,11 +285,11 @@ func metaCharset(body []byte) string {
 		case html.ErrorToken:
 			return ""
 		case html.StartTagToken, html.SelfClosingTagToken:
-			name, hasAttr := z.TagName()
-			if string(name) == "body" {
+			switch rawTag(z.Raw()) {
+			case tagBody:
 				return ""
-			}
-			if string(name) != "meta" || !hasAttr {
+			case tagMeta:
+			default:
 				continue
 			}
 			var cs, httpEquiv, content string

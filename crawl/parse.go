@@ -235,25 +235,184 @@ func newHTMLParser(n int) *htmlParser {
 	return hp
 }
 
-// skipTags hold content that is not visible text.
-func isSkipTag(name string) bool {
-	switch name {
-	case "script", "style", "noscript", "template", "iframe", "textarea", "select", "svg", "math",
-		"noembed", "noframes", "xmp", "object", "canvas", "audio", "video":
-		return true
-	}
-	return false
+// tagID names an element the parser distinguishes; tagOther is any other
+// element (a block element: its boundaries separate words). The classes
+// (isSkipTag, isInline, isHeadContent) are ranges of this order.
+type tagID uint8
+
+const (
+	tagOther tagID = iota
+	tagHTML
+	tagHead
+	tagBody
+	tagTitle
+	tagBase
+	tagMeta
+	tagLink
+	tagA
+	tagArea
+	tagFrame
+	tagIframe
+	tagImg
+	tagH1
+	tagH2
+	tagH3
+	tagH4
+	tagH5
+	tagH6
+	tagBr
+	tagHr
+	tagScript
+	tagStyle
+	tagNoscript
+	tagTemplate
+	// Further elements whose content is not visible text.
+	tagTextarea
+	tagSelect
+	tagSvg
+	tagMath
+	tagNoembed
+	tagNoframes
+	tagXmp
+	tagObject
+	tagCanvas
+	tagAudio
+	tagVideo
+	// Inline elements besides a (see isInline).
+	tagAbbr
+	tagB
+	tagBdi
+	tagBdo
+	tagCite
+	tagCode
+	tagData
+	tagDfn
+	tagEm
+	tagFont
+	tagI
+	tagKbd
+	tagMark
+	tagQ
+	tagRp
+	tagRt
+	tagRuby
+	tagS
+	tagSamp
+	tagSmall
+	tagSpan
+	tagStrong
+	tagSub
+	tagSup
+	tagTime
+	tagU
+	tagVar
+	tagWbr
+	tagDel
+	tagIns
+	tagLabel
+	tagNobr
+	tagTt
+	tagBig
+	tagStrike
+	tagBlink
+	numTags
+)
+
+var tagNames = [numTags]string{
+	tagHTML: "html", tagHead: "head", tagBody: "body", tagTitle: "title", tagBase: "base", tagMeta: "meta",
+	tagLink: "link", tagA: "a", tagArea: "area", tagFrame: "frame", tagIframe: "iframe", tagImg: "img",
+	tagH1: "h1", tagH2: "h2", tagH3: "h3", tagH4: "h4", tagH5: "h5", tagH6: "h6", tagBr: "br", tagHr: "hr",
+	tagScript: "script", tagStyle: "style", tagNoscript: "noscript", tagTemplate: "template",
+	tagTextarea: "textarea", tagSelect: "select", tagSvg: "svg", tagMath: "math", tagNoembed: "noembed",
+	tagNoframes: "noframes", tagXmp: "xmp", tagObject: "object", tagCanvas: "canvas", tagAudio: "audio",
+	tagVideo: "video", tagAbbr: "abbr", tagB: "b", tagBdi: "bdi", tagBdo: "bdo", tagCite: "cite",
+	tagCode: "code", tagData: "data", tagDfn: "dfn", tagEm: "em", tagFont: "font", tagI: "i", tagKbd: "kbd",
+	tagMark: "mark", tagQ: "q", tagRp: "rp", tagRt: "rt", tagRuby: "ruby", tagS: "s", tagSamp: "samp",
+	tagSmall: "small", tagSpan: "span", tagStrong: "strong", tagSub: "sub", tagSup: "sup", tagTime: "time",
+	tagU: "u", tagVar: "var", tagWbr: "wbr", tagDel: "del", tagIns: "ins", tagLabel: "label",
+	tagNobr: "nobr", tagTt: "tt", tagBig: "big", tagStrike: "strike", tagBlink: "blink",
+}
+
+// isSkipTag reports elements whose content is not visible text.
+func isSkipTag(t tagID) bool {
+	return t == tagScript || t == tagStyle || t == tagNoscript || t == tagTemplate || t == tagIframe ||
+		(t >= tagTextarea && t <= tagVideo)
 }
 
 // isInline reports elements whose boundaries do not separate words.
-func isInline(name string) bool {
-	switch name {
-	case "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd",
-		"mark", "q", "rp", "rt", "ruby", "s", "samp", "small", "span", "strong", "sub", "sup",
-		"time", "u", "var", "wbr", "del", "ins", "label", "nobr", "tt", "big", "strike", "blink":
-		return true
+func isInline(t tagID) bool {
+	return t == tagA || t >= tagAbbr
+}
+
+// isHeadContent reports elements that can live in <head>.
+func isHeadContent(t tagID) bool {
+	return t == tagHTML || t == tagHead || t >= tagTitle && t <= tagLink || t >= tagScript && t <= tagTemplate
+}
+
+// A tag name is looked up packed into a uint64 (the names distinguished
+// are at most 8 bytes long), in an open-addressing table: cheaper than a
+// map keyed by string for the one lookup every tag costs.
+const tagTableBits = 8
+
+type tagTableEntry struct {
+	name uint64
+	id   tagID
+}
+
+var tagTable = func() (table [1 << tagTableBits]tagTableEntry) {
+	for id := tagHTML; id < numTags; id++ {
+		var name uint64
+		for i := len(tagNames[id]) - 1; i >= 0; i-- {
+			name = name<<8 | uint64(tagNames[id][i])
+		}
+		for h := tagSlot(name); ; h = (h + 1) % len(table) {
+			if table[h].name == 0 {
+				table[h] = tagTableEntry{name, id}
+				break
+			}
+		}
 	}
-	return false
+	return table
+}()
+
+func tagSlot(name uint64) int {
+	return int((name * 0x9E3779B97F4A7C15) >> (64 - tagTableBits))
+}
+
+// rawTag identifies the element of a tag from its raw bytes ("<A href=..>",
+// "</p >"): the name is what the tokenizer takes for it, lowercased.
+func rawTag(raw []byte) tagID {
+	i := 1
+	if i < len(raw) && raw[i] == '/' {
+		i++
+	}
+	var name uint64
+	for n := 0; i < len(raw); i, n = i+1, n+1 {
+		c := raw[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '/' || c == '>' {
+			break
+		}
+		// A NUL would pack like the end of a shorter name; no
+		// distinguished name holds one.
+		if n == 8 || c == 0 {
+			return tagOther
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		name |= uint64(c) << (8 * n)
+	}
+	if name == 0 {
+		return tagOther
+	}
+	for h := tagSlot(name); ; h = (h + 1) % len(tagTable) {
+		switch tagTable[h].name {
+		case name:
+			return tagTable[h].id
+		case 0:
+			return tagOther
+		}
+	}
 }
 
 func (hp *htmlParser) run(doc []byte) {
@@ -271,81 +430,77 @@ func (hp *htmlParser) run(doc []byte) {
 			hp.closeAnchor()
 			return
 		case html.TextToken:
-			t := z.Text()
+			// Text is unescaped only when it is used.
 			if hp.inScript {
 				hp.inScript = false
-				hp.scanScript(t)
+				hp.scanScript(z.Text())
 				continue
 			}
 			if inTitle {
 				if len(titleBuf) < maxTitleBytes*2 {
-					titleBuf = append(titleBuf, t...)
+					titleBuf = append(titleBuf, z.Text()...)
 				}
 				continue
 			}
 			if hp.skipDepth > 0 || hp.inHead {
 				continue
 			}
-			hp.addText(t)
+			hp.addText(z.Text())
 		case html.StartTagToken, html.SelfClosingTagToken:
 			raw := z.Raw()
-			name := rawTagName(raw)
+			tag := rawTag(raw)
 			selfClosing := tt == html.SelfClosingTagToken
-			if needsAttrs(name, hp.inAnchor) || hasEventAttr(raw) {
+			if needsAttrs(tag, hp.inAnchor) || hasEventAttr(raw) {
 				hp.readAttrs(z)
 			} else {
 				hp.attrs = hp.attrs[:0]
 			}
-			if hp.inHead {
-				switch name {
-				case "html", "head", "title", "base", "meta", "link", "script", "style", "noscript", "template":
-				default:
-					// An element that cannot live in <head> implies <body>,
-					// as the HTML parsing algorithm does for a missing </head>.
-					hp.inHead = false
-				}
+			if hp.inHead && !isHeadContent(tag) {
+				// An element that cannot live in <head> implies <body>, as
+				// the HTML parsing algorithm does for a missing </head>.
+				hp.inHead = false
 			}
-			switch name {
-			case "html":
+			switch tag {
+			case tagHTML:
 				if hp.lang == "" {
 					hp.lang = firstLangTag(hp.attr("lang"))
 				}
 				continue
-			case "head":
+			case tagHead:
 				hp.inHead = !hp.sawBody
 				continue
-			case "body":
+			case tagBody:
 				hp.inHead = false
 				hp.sawBody = true
 				continue
-			case "title":
+			case tagTitle:
 				if !hp.titleDone && hp.skipDepth == 0 && !selfClosing {
 					inTitle = true
 					titleBuf = titleBuf[:0]
 				}
 				continue
-			case "base":
+			case tagBase:
 				if hp.baseHref == "" {
 					hp.baseHref = hp.attr("href")
 				}
 				continue
-			case "meta":
+			case tagMeta:
 				hp.meta()
 				continue
-			case "link":
+			case tagLink:
 				hp.linkTag()
 				continue
-			case "a", "area":
+			case tagA, tagArea:
 				hp.closeAnchor()
-				hp.anchorTag(name == "a" && !selfClosing)
+				hp.anchorTag(tag == tagA && !selfClosing)
 				continue
-			case "frame", "iframe":
+			case tagFrame, tagIframe:
 				if len(hp.links) < MaxLinksPerPage*2 {
 					if src := hp.attr("src"); src != "" {
 						hp.links = append(hp.links, rawLink{href: src})
 					}
 				}
-			case "img":
+			case tagImg:
 				if hp.inAnchor {
 					if alt := hp.attr("alt"); alt != "" {
 						hp.addAnchor([]byte(alt))
@@ -353,13 +508,13 @@ func (hp *htmlParser) run(doc []byte) {
 					}
 				}
 				continue
-			case "script":
+			case tagScript:
 				src, typ := hp.attr("src"), hp.attr("type")
 				hp.inScript = !selfClosing && src == "" && isScannedScriptType(typ)
 				if src != "" && isFetchedScriptType(typ) && len(hp.scriptSrcs) < maxScriptsPerPage {
 					hp.scriptSrcs = append(hp.scriptSrcs, src)
 				}
-			case "h1", "h2", "h3", "h4", "h5", "h6":
+			case tagH1, tagH2, tagH3, tagH4, tagH5, tagH6:
 				if !selfClosing {
 					if hp.headingLvl == 0 {
 						hp.headingBuf = hp.headingBuf[:0]
@@ -367,39 +522,39 @@ func (hp *htmlParser) run(doc []byte) {
 					}
 					hp.headingLvl++
 				}
-			case "br", "hr":
+			case tagBr, tagHr:
 				hp.pendingSpace = true
 				hp.anchorSp = true
 				continue
 			}
-			if isSkipTag(name) {
+			if isSkipTag(tag) {
 				if !selfClosing {
 					hp.skipDepth++
 				}
 				continue
 			}
-			if !isInline(name) {
+			if !isInline(tag) {
 				hp.pendingSpace = true
 				hp.anchorSp = true
 				hp.headingSp = true
 			}
 		case html.EndTagToken:
 			hp.inScript = false
-			name := rawTagName(z.Raw())
-			switch name {
-			case "title":
+			tag := rawTag(z.Raw())
+			switch tag {
+			case tagTitle:
 				if inTitle {
 					inTitle = false
 					hp.setTitle(titleBuf)
 				}
 				continue
-			case "head":
+			case tagHead:
 				hp.inHead = false
 				continue
-			case "a":
+			case tagA:
 				hp.closeAnchor()
 				continue
-			case "h1", "h2", "h3", "h4", "h5", "h6":
+			case tagH1, tagH2, tagH3, tagH4, tagH5, tagH6:
 				if hp.headingLvl > 0 {
 					hp.headingLvl--
 					if hp.headingLvl == 0 {
@@ -407,59 +562,19 @@ func (hp *htmlParser) run(doc []byte) {
 					}
 				}
 			}
-			if isSkipTag(name) {
+			if isSkipTag(tag) {
 				if hp.skipDepth > 0 {
 					hp.skipDepth--
 				}
 				continue
 			}
-			if !isInline(name) {
+			if !isInline(tag) {
 				hp.pendingSpace = true
 				hp.anchorSp = true
 				hp.headingSp = true
 			}
 		}
 	}
-}
-
-// knownTags interns the element names the parser distinguishes; every
-// other name maps to "" (a block element). Looking names up here instead of
-// calling Tokenizer.TagName avoids one allocation per tag.
-var knownTags = func() map[string]string {
-	m := map[string]string{}
-	for _, n := range strings.Fields(`html head body title base meta link a area frame iframe img
-		h1 h2 h3 h4 h5 h6 br hr script style noscript template textarea select svg math noembed noframes
-		xmp object canvas audio video abbr b bdi bdo cite code data dfn em font i kbd mark q rp rt ruby s
-		samp small span strong sub sup time u var wbr del ins label nobr tt big strike blink`) {
-		m[n] = n
-	}
-	return m
-}()
-
-// rawTagName extracts the lowercased element name from a tag's raw bytes
-// ("<A href=..>", "</p >") and interns it; unknown names give "".
-func rawTagName(raw []byte) string {
-	i := 1
-	if i < len(raw) && raw[i] == '/' {
-		i++
-	}
-	var buf [16]byte
-	n := 0
-	for ; i < len(raw); i++ {
-		c := raw[i]
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '/' || c == '>' {
-			break
-		}
-		if n == len(buf) {
-			return ""
-		}
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		buf[n] = c
-		n++
-	}
-	return knownTags[string(buf[:n])]
 }
 
 func (hp *htmlParser) setTitle(b []byte) {
@@ -548,11 +663,11 @@ func (hp *htmlParser) meta() {
 
 // needsAttrs reports the elements whose attributes the parser reads (an
 // image's only for its alt text inside a link).
-func needsAttrs(name string, inAnchor bool) bool {
-	switch name {
-	case "html", "base", "meta", "link", "a", "area", "frame", "iframe", "script":
+func needsAttrs(tag tagID, inAnchor bool) bool {
+	switch tag {
+	case tagHTML, tagBase, tagMeta, tagLink, tagA, tagArea, tagFrame, tagIframe, tagScript:
 		return true
-	case "img":
+	case tagImg:
 		return inAnchor
 	}
 	return false
@@ -878,6 +993,54 @@ func runByte(b byte) bool {
 	return b != 0xC2 && b != 0xE2 && b != 0xE3 && b != 0xEF
 }
 
+// runBytes is runByte as a table, for the inner loops.
+var runBytes = func() (t [256]bool) {
+	for b := range t {
+		t[b] = runByte(byte(b))
+	}
+	return t
+}()
+
+// runEnd returns the end of the runBytes that start at t[i].
+func runEnd(t []byte, i int) int {
+	for i < len(t) && runBytes[t[i]] {
+		i++
+	}
+	return i
+}
+
+// extendRun extends the run t[i:j] over what would be copied unchanged
+// after it anyway, a single ASCII space before more run bytes or a rune
+// that is not a space, followed by more run bytes, while the run stays
+// within room bytes: so ordinary text is copied in one piece, not word by
+// word.
+func extendRun(t []byte, i, j, room int) int {
+	for j < len(t) {
+		k := j
+		switch c := t[k]; {
+		case c == ' ':
+			k++
+			if k == len(t) || !runBytes[t[k]] {
+				return j
+			}
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(t[k:])
+			if r == utf8.RuneError && size == 1 || isCollapsibleSpace(r) {
+				return j
+			}
+			k += size
+		default:
+			return j
+		}
+		k = runEnd(t, k)
+		if k-i > room {
+			return j
+		}
+		j = k
+	}
+	return j
+}
+
 // cutAtRune returns end moved back to a rune boundary, not before start.
 func cutAtRune(t []byte, start, end int) int {
 	for end > start && end < len(t) && !utf8.RuneStart(t[end]) {
@@ -892,12 +1055,9 @@ func cutAtRune(t []byte, start, end int) int {
 func appendCollapsed(sb *strings.Builder, t []byte, pending *bool, max int) {
 	for i := 0; i < len(t); {
 		c := t[i]
-		if runByte(c) {
+		if runBytes[c] {
 			// Copy a run of bytes that cannot start whitespace at once.
-			j := i + 1
-			for j < len(t) && runByte(t[j]) {
-				j++
-			}
+			j := runEnd(t, i+1)
 			if *pending && sb.Len() > 0 {
 				if sb.Len()+1 > max {
 					return
@@ -905,7 +1065,9 @@ func appendCollapsed(sb *strings.Builder, t []byte, pending *bool, max int) {
 				sb.WriteByte(' ')
 			}
 			*pending = false
-			if sb.Len()+(j-i) > max {
+			if room := max - sb.Len(); j-i <= room {
+				j = extendRun(t, i, j, room)
+			} else {
 				j = cutAtRune(t, i, i+max-sb.Len())
 				if j <= i {
 					return
@@ -969,11 +1131,8 @@ func appendCollapsed(sb *strings.Builder, t []byte, pending *bool, max int) {
 // appendCollapsedBytes is appendCollapsed into a byte slice.
 func appendCollapsedBytes(dst []byte, t []byte, pending *bool, max int) []byte {
 	for i := 0; i < len(t); {
-		if runByte(t[i]) {
-			j := i + 1
-			for j < len(t) && runByte(t[j]) {
-				j++
-			}
+		if runBytes[t[i]] {
+			j := runEnd(t, i+1)
 			if *pending && len(dst) > 0 {
 				if len(dst)+1 > max {
 					return dst
@@ -981,7 +1140,9 @@ func appendCollapsedBytes(dst []byte, t []byte, pending *bool, max int) []byte {
 				dst = append(dst, ' ')
 			}
 			*pending = false
-			if len(dst)+(j-i) > max {
+			if room := max - len(dst); j-i <= room {
+				j = extendRun(t, i, j, room)
+			} else {
 				j = cutAtRune(t, i, i+max-len(dst))
 				if j <= i {
 					return dst

@@ -3,7 +3,10 @@ package crawl
 import (
 	"context"
 	"encoding/binary"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -241,6 +244,80 @@ func BenchmarkNearDupClaim(b *testing.B) {
 		}
 		if _, err := idx.Claim(ctx, url, "", exact, sim); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// realPageDirs hold HTML documentation installed by Debian packages: the
+// LibreOffice help in Chinese and English, the Python and PostgreSQL
+// manuals. Tests and benchmarks over real pages skip when none is present.
+var realPageDirs = []string{
+	"/usr/share/libreoffice/help/zh-CN",
+	"/usr/share/libreoffice/help/en-US",
+	"/usr/share/doc/python3*/html",
+	"/usr/share/doc/postgresql-doc-*/html",
+}
+
+type realPage struct {
+	body []byte
+	url  *url.URL
+}
+
+// loadRealPages reads up to n HTML files spread evenly over the files of
+// realPageDirs, each with a URL on a host named for its directory.
+func loadRealPages(tb testing.TB, n int) []realPage {
+	tb.Helper()
+	var files []string
+	var roots []string
+	for _, pattern := range realPageDirs {
+		dirs, _ := filepath.Glob(pattern)
+		for _, dir := range dirs {
+			var inDir []string
+			filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() && isHTMLFile(path) {
+					inDir = append(inDir, path)
+				}
+				return nil
+			})
+			for range inDir {
+				roots = append(roots, dir)
+			}
+			files = append(files, inDir...)
+		}
+	}
+	if len(files) == 0 {
+		tb.Skip("no HTML documentation installed")
+	}
+	step := max(1, len(files)/n)
+	var pages []realPage
+	for i := 0; i < len(files) && len(pages) < n; i += step {
+		body, err := os.ReadFile(files[i])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rel, _ := filepath.Rel(roots[i], files[i])
+		host := strings.ToLower(strings.NewReplacer("/", ".", "_", "-").Replace(strings.Trim(roots[i], "/"))) + ".test"
+		pages = append(pages, realPage{body, &url.URL{Scheme: "http", Host: host, Path: "/" + filepath.ToSlash(rel)}})
+	}
+	return pages
+}
+
+// BenchmarkParseHTMLCorpus parses a few hundred real documentation pages,
+// Chinese and English, per iteration.
+func BenchmarkParseHTMLCorpus(b *testing.B) {
+	pages := loadRealPages(b, 300)
+	var size int64
+	for _, p := range pages {
+		size += int64(len(p.body))
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, p := range pages {
+			if _, err := ParseHTML(p.body, "text/html", nil, p.url); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

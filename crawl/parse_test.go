@@ -429,3 +429,42 @@ func TestDeclaredUTF8WithStrayBytesStaysUTF8(t *testing.T) {
 		t.Fatalf("charset %q title %q text %.40q", p.Charset, p.Title, p.Text)
 	}
 }
+
+// TestRawTag checks the tag table: every distinguished name is found
+// whatever its case, in start and end tags, and other names are not; the
+// classes hold the elements the package documentation lists.
+func TestRawTag(t *testing.T) {
+	for id := tagHTML; id < numTags; id++ {
+		name := tagNames[id]
+		for _, raw := range []string{"<" + name + ">", "<" + strings.ToUpper(name) + " x=y>", "</" + name + " >", "<" + name + "/>", "<" + name} {
+			if got := rawTag([]byte(raw)); got != id {
+				t.Errorf("rawTag(%q) = %q, want %q", raw, tagNames[got], name)
+			}
+		}
+	}
+	for _, raw := range []string{"<>", "</>", "<p>", "<div class=a>", "<a\x00>", "<h7>", "<abbrx>", "<blockquote>", "<headers>", "<scripts>", "<é>", "<ab>"} {
+		if got := rawTag([]byte(raw)); got != tagOther {
+			t.Errorf("rawTag(%q) = %q, want another element", raw, tagNames[got])
+		}
+	}
+	class := func(f func(tagID) bool) string {
+		var names []string
+		for id := tagOther; id < numTags; id++ {
+			if f(id) {
+				names = append(names, tagNames[id])
+			}
+		}
+		return strings.Join(names, " ")
+	}
+	for _, tc := range []struct {
+		class, got, want string
+	}{
+		{"skip", class(isSkipTag), "iframe script style noscript template textarea select svg math noembed noframes xmp object canvas audio video"},
+		{"inline", class(isInline), "a abbr b bdi bdo cite code data dfn em font i kbd mark q rp rt ruby s samp small span strong sub sup time u var wbr del ins label nobr tt big strike blink"},
+		{"head", class(isHeadContent), "html head title base meta link script style noscript template"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s elements: %s, want %s", tc.class, tc.got, tc.want)
+		}
+	}
+}

@@ -598,8 +598,11 @@ type linkResolver struct {
 	base *url.URL // as given; nil: absolute URLs only
 	// The normalised base, split; prefix is "" when there is none.
 	prefix, path, query string // "scheme://host", escaped path, query
-	parsed              *whatwgurl.Url
-	parseErr            error
+	// self is the normalised base as a string: what a link to the page
+	// itself (an empty href, or a fragment) resolves to.
+	self     string
+	parsed   *whatwgurl.Url
+	parseErr error
 }
 
 func newLinkResolver(base *url.URL) *linkResolver {
@@ -609,18 +612,26 @@ func newLinkResolver(base *url.URL) *linkResolver {
 		lr.prefix = nb.Scheme + "://" + nb.Host
 		lr.path = nb.EscapedPath()
 		lr.query = nb.RawQuery
+		lr.self = joinURL(nb.Scheme, nb.Host, lr.path, lr.query)
 	}
 	return lr
 }
 
+// joinURL builds a URL string from its normalised parts.
+func joinURL(scheme, host, path, query string) string {
+	if query == "" {
+		return scheme + "://" + host + path
+	}
+	return scheme + "://" + host + path + "?" + query
+}
+
 // resolve returns the normalised absolute URL of href.
 func (lr *linkResolver) resolve(href string) (string, bool) {
+	if lr.prefix != "" && (href == "" || href[0] == '#') {
+		return lr.self, true
+	}
 	if scheme, host, path, query, ok := lr.easy(href); ok {
-		s := scheme + "://" + host + path
-		if query != "" {
-			s += "?" + query
-		}
-		return s, true
+		return joinURL(scheme, host, path, query), true
 	}
 	u, err := lr.parse(href)
 	if err != nil {
