@@ -116,15 +116,18 @@ func removeTornValueLogs(dir string, log *slog.Logger) error {
 // price is disk: +17 % before compaction, +52 % after (BENCHMARKS.md,
 // "Badger uncompressed, a DF cache"), 0.65× Bleve's.
 //
-// Values of 256 bytes and more go to the value log (Badger's default is
-// 1 MiB). Page records, cached copies, fetched bodies, seen records with
-// long URLs and nearly all postings blocks are that large: in the LSM tree
-// every one of them was written to the memtable's log, the memtable, an L0
-// table and each compaction after it, each table needing its own index
-// builder; in the value log it is written once and the tree holds a
-// pointer. A lower threshold leaves the tree with keys and pointers, so
-// compactions and table builds shrink with it (BENCHMARKS.md, "Value log
-// threshold" and "A smaller value-log threshold"); the price is disk.
+// Values of 64 bytes and more go to the value log (Badger's default is
+// 1 MiB). Page records, cached copies, fetched bodies, seen records, and
+// the postings blocks a flush appends (tens of bytes for most terms) are
+// that large: in the LSM tree every one of them was written to the
+// memtable's log, the memtable, an L0 table and each compaction after it,
+// each table needing its own index builder and a sync; in the value log
+// it is written once and the tree holds a 12-byte pointer. A lower
+// threshold leaves the tree with keys and pointers, so compactions and
+// table builds shrink with it (BENCHMARKS.md, "Value log threshold", "A
+// smaller value-log threshold" and "Pages in S2, a 64-byte threshold");
+// the price is disk, and a read of such a value goes through its pointer.
+// Queue entries (a URL under its host's key) mostly stay in the tree.
 // Merged postings blocks and replaced pages leave garbage in the value
 // log, which runValueLogGC reclaims.
 //
@@ -143,7 +146,7 @@ func BadgerOptions(dir string) badger.Options {
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(8 << 20).
 		WithValueLogFileSize(256 << 20).
-		WithValueThreshold(256).
+		WithValueThreshold(64).
 		WithCompression(options.None).
 		WithNumCompactors(2).
 		WithDetectConflicts(false)
