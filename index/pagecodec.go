@@ -11,10 +11,10 @@ import (
 
 // A page's compressed parts (the rest of its record after the summary,
 // and its raw body) are written as pageS2 followed by one S2 block.
-// S2 compresses HTML at about four times zstd's fastest level's speed
-// and decompresses it at twice its speed, for a third more bytes
-// (BENCHMARKS.md, "Pages in S2"): compression was most of a stored
-// page's own CPU, and every snippet decompresses a record. Parts written
+// S2 compresses and decompresses HTML several times faster than zstd at
+// its fastest level, for more bytes (BENCHMARKS.md, "Pages in S2, a
+// 64-byte threshold"): compression was most of a stored page's own CPU,
+// and every snippet decompresses a record. Parts written
 // before, or by a peer of an older build, are zstd frames, whose first
 // byte is 0x28 (their magic number); they are read as before.
 const pageS2 = 0x53 // 'S'
