@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -151,11 +152,11 @@ func (d *peerData) addAnchors(ctx context.Context, byURL map[string][]string) er
 	if err := d.ix.AddAnchorsBatch(ctx, byURL); err != nil {
 		return fmt.Errorf("anchors for %d URLs: %w", len(byURL), err)
 	}
-	recs, err := anchorRecords(byURL)
-	if err != nil {
-		return err
-	}
-	return d.place.replicate(ctx, recs)
+	byHost := anchorsByHost(byURL)
+	return d.place.replicate(ctx, slices.Collect(maps.Keys(byHost)), func(h string) ([][]byte, error) {
+		rec, err := anchorRecord(byHost[h])
+		return [][]byte{rec}, err
+	})
 }
 
 // urlsFrom is the URL filter (p2p.SetURLFilter): which records of a batch

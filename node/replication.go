@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -250,24 +252,32 @@ func (p *placer) replicateWaiting(ctx context.Context, byHost map[string][][]byt
 	return errors.Join(all...)
 }
 
-// replicate queues records of several hosts for their targets, without a
-// wait.
-func (p *placer) replicate(ctx context.Context, byHost map[string][][]byte) error {
-	if len(byHost) == 0 || p.intakeLow() {
+// replicate queues the records of several hosts for their targets,
+// without a wait. recordsOf makes a host's records; it is called only for
+// hosts that have a target, so a node without replicas (a network of one)
+// encodes nothing.
+func (p *placer) replicate(ctx context.Context, hosts []string, recordsOf func(host string) ([][]byte, error)) error {
+	if len(hosts) == 0 || p.intakeLow() {
 		return nil
 	}
 	targets := map[string][]placement.Target{}
 	if err := p.do(ctx, func() {
 		now := time.Now()
-		for h := range byHost {
-			targets[h] = p.m.Targets(now, h)
+		for _, h := range hosts {
+			if t := p.m.Targets(now, h); len(t) > 0 {
+				targets[h] = t
+			}
 		}
 	}); err != nil {
 		return fmt.Errorf("replica targets: %w", err)
 	}
 	byPeer := map[peer.ID][][]byte{}
-	for h, recs := range byHost {
-		for _, t := range targets[h] {
+	for h, ts := range targets {
+		recs, err := recordsOf(h)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
 			byPeer[t.Peer] = append(byPeer[t.Peer], recs...)
 		}
 	}
@@ -280,9 +290,8 @@ func (p *placer) replicate(ctx context.Context, byHost map[string][][]byte) erro
 	return errors.Join(errs...)
 }
 
-// anchorRecords are the records of anchor texts (URL -> texts), one per
-// host.
-func anchorRecords(byURL map[string][]string) (map[string][][]byte, error) {
+// anchorsByHost groups anchor texts (URL -> texts) by the URL's host.
+func anchorsByHost(byURL map[string][]string) map[string]map[string][]string {
 	byHost := map[string]map[string][]string{}
 	for u, texts := range byURL {
 		h := hostOf(u)
@@ -291,15 +300,16 @@ func anchorRecords(byURL map[string][]string) (map[string][][]byte, error) {
 		}
 		byHost[h][u] = texts
 	}
-	out := map[string][][]byte{}
-	for h, anchors := range byHost {
-		b, err := peermsg.EncodePages(&peermsg.Pages{Anchors: anchors})
-		if err != nil {
-			return nil, err
-		}
-		out[h] = [][]byte{append([]byte{recAnchors}, b...)}
+	return byHost
+}
+
+// anchorRecord is the record of a host's anchor texts (URL -> texts).
+func anchorRecord(anchors map[string][]string) ([]byte, error) {
+	b, err := peermsg.EncodePages(&peermsg.Pages{Anchors: anchors})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append([]byte{recAnchors}, b...), nil
 }
 
 // post steps ev on the loop later, without blocking: for the outbox's
@@ -357,21 +367,23 @@ func (p *placer) flushItems(ctx context.Context, data *hostData) {
 			return
 		case <-t.C:
 		}
-		markers, maps := p.items.take()
-		if len(markers)+len(maps) == 0 {
+		markers, sitemaps := p.items.take()
+		if len(markers)+len(sitemaps) == 0 {
 			continue
 		}
-		if err := data.keep(markers, maps, nil, markers); err != nil {
+		if err := data.keep(markers, sitemaps, nil, markers); err != nil {
 			p.errs.add("keep fetch markers", err)
 		}
 		byHost := map[string][][]byte{}
 		for _, m := range markers {
 			byHost[m.Host] = append(byHost[m.Host], record(recMarker, m.URL))
 		}
-		for _, s := range maps {
+		for _, s := range sitemaps {
 			byHost[s.Host] = append(byHost[s.Host], append([]byte{recSitemap}, peermsg.EncodeSitemap(s)...))
 		}
-		if err := p.replicate(ctx, byHost); err != nil && ctx.Err() == nil {
+		hosts := slices.Collect(maps.Keys(byHost))
+		recordsOf := func(h string) ([][]byte, error) { return byHost[h], nil }
+		if err := p.replicate(ctx, hosts, recordsOf); err != nil && ctx.Err() == nil {
 			p.errs.add("replicate fetch markers", err)
 		}
 	}
