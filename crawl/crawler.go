@@ -40,6 +40,11 @@ type Page struct {
 	Lang        string
 	Header      http.Header
 	Raw         []byte // body after content-encoding decoding (cached copy)
+	// RawS2 is Raw as one S2 block (github.com/klauspost/compress/s2), as
+	// the crawler kept it between fetch and processing: a store can keep
+	// it as it is instead of compressing Raw again. Empty when the body was
+	// not kept compressed.
+	RawS2       []byte
 	Title       string
 	Headings    []string
 	Text        string
@@ -420,6 +425,7 @@ type Crawler struct {
 	count   *counters
 
 	proc        chan procItem
+	bodyScratch sync.Pool // compressBody's encoder buffers
 	credits     *admission
 	procPending atomic.Int64 // entries under c:p/ not yet deleted
 	running     atomic.Bool

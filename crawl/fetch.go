@@ -428,7 +428,7 @@ func (f *Fetcher) readBody(hresp *http.Response, limit int64) ([]byte, bool, err
 	if len(list) == 0 && hresp.ContentLength > 0 {
 		size = min(hresp.ContentLength+1, limit+1)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+procHeaderRoom))
+	buf := bytes.NewBuffer(make([]byte, 0, size))
 	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
 	if err != nil {
 		if len(list) > 0 && !isNetErr(err) {

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/s2"
 )
 
 // procEntry is a fetched response waiting for the processing stage
@@ -34,28 +36,67 @@ type procEntry struct {
 	PrevHash    []byte      `json:"ph,omitempty"` // previous visit (recrawl change detection)
 	PrevSim     uint64      `json:"ps,omitempty"`
 	Base        string      `json:"b,omitempty"` // an external script: its links resolve against Base
+	// Compressed: the entry stores BodyS2, not Body (entries of older
+	// builds store the body raw and do not set it).
+	Compressed bool `json:"z,omitempty"`
 
-	Body []byte `json:"-"` // stored raw, before the JSON header
+	Body []byte `json:"-"` // the body as fetched
+	// BodyS2 is Body as one S2 block; when set, the entry stores it, before
+	// the JSON header, in place of Body, and the page keeps it as its raw
+	// part (Page.RawS2).
+	BodyS2 []byte `json:"-"`
 }
 
-// procHeaderRoom is the spare capacity the fetcher leaves after a body so
-// that encode can append the header in place: the entry is the body's
-// bytes, not a copy of them.
+// procHeaderRoom is the spare capacity left after a stored body so that
+// encode can append the header in place: the entry is the body's bytes,
+// not a copy of them.
 const procHeaderRoom = 2 << 10
+
+// maxProcBodyBytes bounds the body a stored compressed entry may state,
+// checked before it is decompressed (the fetcher's own cap is far below).
+const maxProcBodyBytes = 64 << 20
+
+// compressBody is body as one S2 block with procHeaderRoom spare: S2
+// encodes into scratch, which needs room for its worst case, and the block
+// is copied out at its own size. Fetched bodies are kept so, between fetch
+// and processing and then as the page's cached copy: a third of the bytes
+// to write, and one compression instead of one here and one in the store.
+func compressBody(scratch *sync.Pool, body []byte) []byte {
+	if len(body) == 0 {
+		return nil
+	}
+	buf, _ := scratch.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	if n := s2.MaxEncodedLen(len(body)); cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	block := s2.Encode((*buf)[:cap(*buf)], body)
+	out := append(make([]byte, 0, len(block)+procHeaderRoom), block...)
+	if cap(*buf) <= 4<<20 {
+		scratch.Put(buf)
+	}
+	return out
+}
 
 func procKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(pfxProc), seq)
 }
 
-// encode: raw body, JSON header, header length (uint32 BE). The body goes
-// first so that the header is appended in the body's spare capacity
-// (procHeaderRoom); bytes past len(Body) are the entry's, never the body's.
+// encode: the stored body (BodyS2 when set, else Body), JSON header,
+// header length (uint32 BE). The body goes first so that the header is
+// appended in the body's spare capacity (procHeaderRoom); bytes past the
+// body's length are the entry's, never the body's.
 func (e *procEntry) encode() []byte {
+	e.Compressed = len(e.BodyS2) > 0
 	hdr, _ := json.Marshal(e) // cannot fail: plain fields
 	out := e.Body
+	if e.Compressed {
+		out = e.BodyS2
+	}
 	if cap(out)-len(out) < len(hdr)+4 {
-		out = make([]byte, len(e.Body), len(e.Body)+len(hdr)+4)
-		copy(out, e.Body)
+		out = append(make([]byte, 0, len(out)+len(hdr)+4), out...)
 	}
 	out = append(out, hdr...)
 	return binary.BigEndian.AppendUint32(out, uint32(len(hdr)))
@@ -74,7 +115,21 @@ func decodeProcEntry(b []byte) (*procEntry, error) {
 	if err := json.Unmarshal(b[body:len(b)-4], e); err != nil {
 		return nil, fmt.Errorf("decode processing entry: %w", err)
 	}
-	e.Body = b[:body:body]
+	if !e.Compressed {
+		e.Body = b[:body:body]
+		return e, nil
+	}
+	e.BodyS2 = b[:body:body]
+	size, err := s2.DecodedLen(e.BodyS2)
+	if err == nil && size > maxProcBodyBytes {
+		err = fmt.Errorf("body of %d bytes", size)
+	}
+	if err == nil {
+		e.Body, err = s2.Decode(make([]byte, size), e.BodyS2)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode processing entry: compressed body: %w", err)
+	}
 	return e, nil
 }
 
@@ -248,7 +303,7 @@ func (c *Crawler) process(ctx context.Context, it procItem) error {
 		page = &Page{
 			URL: e.URL, Host: e.Host, Status: e.Status, FetchedAt: time.Unix(0, e.FetchedAt),
 			ContentType: e.ContentType, Charset: parsed.Charset, Lang: parsed.Lang, Header: e.Header,
-			Raw: e.Body, Title: parsed.Title, Headings: parsed.Headings, Text: parsed.Text, Links: parsed.Links,
+			Raw: e.Body, RawS2: e.BodyS2, Title: parsed.Title, Headings: parsed.Headings, Text: parsed.Text, Links: parsed.Links,
 			NoIndex: parsed.NoIndex, Cash: e.History, Depth: e.Depth,
 		}
 		page.ContentHash = ContentHash(parsed.Text)

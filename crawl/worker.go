@@ -214,7 +214,7 @@ func (c *Crawler) fetchPage(ctx context.Context, h *hostState, q *queued, u *url
 		entry := &procEntry{
 			URL: q.rec.URL, Host: q.host, Status: status, Header: resp.Header, ContentType: resp.ContentType,
 			Body: resp.Body, Truncated: resp.Truncated, Location: resp.Location, FetchedAt: now.UnixNano(),
-			Base: q.rec.Base,
+			Base: q.rec.Base, BodyS2: compressBody(&c.bodyScratch, resp.Body),
 		}
 		var seq uint64
 		seq, err = c.front.seq.Next()

@@ -144,11 +144,7 @@ func (ix *Index) prepareHeld(d *Document) (*preparedDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.compressPage)}
-	if len(c.Raw) > 0 {
-		p.raw = ix.compressPage(c.Raw, nil)
-	}
-	return p, nil
+	return &preparedDoc{doc: c, rec: appendStored(nil, c, ix.compressPage), raw: ix.rawPart(c)}, nil
 }
 
 // holdLocked stores a held page under a new docID. Callers hold ix.mu.

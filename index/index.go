@@ -812,9 +812,7 @@ func (ix *Index) Put(ctx context.Context, d *Document) error {
 		return err
 	}
 	p := &preparedDoc{doc: c, rec: appendStored(nil, c, ix.compressPage)}
-	if len(c.Raw) > 0 {
-		p.raw = ix.compressPage(c.Raw, nil)
-	}
+	p.raw = ix.rawPart(c)
 	return ix.store(ctx, p)
 }
 
@@ -896,9 +894,7 @@ func (ix *Index) prepare(d *Document, form []byte) (*preparedDoc, error) {
 			p.form = formOf(p.dp)
 		}
 	}
-	if len(c.Raw) > 0 {
-		p.raw = ix.compressPage(c.Raw, nil)
-	}
+	p.raw = ix.rawPart(c)
 	return p, nil
 }
 

@@ -45,6 +45,19 @@ func (ix *Index) compressPage(src, dst []byte) []byte {
 	return dst
 }
 
+// rawPart is the stored part of c's raw body: the caller's S2 block
+// (Document.RawS2) when it states the length of c.Raw, so that c.Raw was
+// not cut by validate, else c.Raw compressed here.
+func (ix *Index) rawPart(c *Document) []byte {
+	if len(c.Raw) == 0 {
+		return nil
+	}
+	if n, err := s2.DecodedLen(c.RawS2); err == nil && n == len(c.Raw) {
+		return append(append(make([]byte, 0, 1+len(c.RawS2)), pageS2), c.RawS2...)
+	}
+	return ix.compressPage(c.Raw, nil)
+}
+
 // decompressPage decompresses a part compressPage wrote, or a legacy zstd
 // frame (by zdec), into dst's capacity (dst's contents are not kept). A
 // part that would decompress to more than limit bytes is an error before

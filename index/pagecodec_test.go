@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -207,5 +208,68 @@ func BenchmarkPageCodec(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// TestPutKeepsCallersBlock: a page put with its raw body as an S2 block
+// (Document.RawS2) reads back the same raw body, stored as that block;
+// a block that does not state the raw body's length, or a raw body cut to
+// MaxRawBytes, is ignored and the raw body compressed here.
+func TestPutKeepsCallersBlock(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	opts := DefaultOptions()
+	opts.FlushDocs, opts.FlushInterval, opts.MaxRawBytes = 1, 0, 4096
+	ix, err := Open(db, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var raw []byte
+	for i := range 60 {
+		raw = fmt.Appendf(raw, "<p>apple %d banana %d cherry</p>", i*i%97, i%7)
+	}
+	long := []byte(strings.Repeat("<p>a long page</p>", 400)) // over MaxRawBytes
+	other := []byte("<html>another page</html>")
+	if bytes.Equal(s2.EncodeBest(nil, raw), s2.Encode(nil, raw)) {
+		t.Fatal("the test needs a block unlike compressPage's")
+	}
+	for _, tt := range []struct {
+		name      string
+		raw       []byte
+		block     []byte
+		keepBlock bool
+	}{
+		// EncodeBest: a block compressPage would not make, so that
+		// keeping it is seen.
+		{"its block", raw, s2.EncodeBest(nil, raw), true},
+		{"no block", raw, nil, false},
+		{"block of another length", raw, s2.Encode(nil, other), false},
+		{"not a block", raw, []byte{0xff, 0xff, 0xff}, false},
+		{"raw cut to the cap", long, s2.Encode(nil, long), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := doc("http://a.example/"+strings.ReplaceAll(tt.name, " ", "-"), "a page", "apple banana")
+			d.Raw, d.RawS2 = tt.raw, tt.block
+			if err := ix.Put(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			want := tt.raw[:min(len(tt.raw), opts.MaxRawBytes)]
+			got, err := ix.Get(ctx, d.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Raw, want) {
+				t.Fatalf("raw body of %d bytes read back, want %d", len(got.Raw), len(want))
+			}
+			p, err := ix.Stored(ctx, d.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := bytes.Equal(p.Raw, append([]byte{pageS2}, tt.block...)); kept != tt.keepBlock {
+				t.Errorf("stored the caller's block: %t, want %t", kept, tt.keepBlock)
+			}
+		})
 	}
 }

@@ -44,7 +44,12 @@ type Document struct {
 	ContentType string
 	Charset     string
 	Header      map[string][]string
-	Raw         []byte  // raw body as received (stored compressed)
+	Raw         []byte // raw body as received (stored compressed)
+	// RawS2 is Raw as one S2 block when the caller has it (the crawler
+	// keeps fetched bodies so): Put stores it instead of compressing Raw
+	// again. It is used only when it states Raw's length and Raw is within
+	// Options.MaxRawBytes; otherwise Raw is compressed as without it.
+	RawS2       []byte
 	StaticRank  float64 // OPIC importance (node computes)
 	ContentHash [16]byte
 	SimHash     uint64

@@ -197,6 +197,6 @@ func DocumentFromPage(p *crawl.Page) *index.Document {
 	return &index.Document{
 		URL: p.URL, Host: p.Host, Title: p.Title, Headings: p.Headings, Body: p.Text, Lang: p.Lang,
 		Status: p.Status, FetchedAt: p.FetchedAt, ContentType: p.ContentType, Charset: p.Charset,
-		Header: p.Header, Raw: p.Raw, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
+		Header: p.Header, Raw: p.Raw, RawS2: p.RawS2, StaticRank: p.Cash, ContentHash: p.ContentHash, SimHash: p.SimHash,
 	}
 }
