@@ -557,9 +557,15 @@ func (c *Crawler) admit(d Discovered) (addItem, bool) {
 		c.count.filter("bad_url")
 		return addItem{}, false
 	}
-	return c.admitURL(u, d)
+	it, ok := c.admitURL(u, d)
+	if ok {
+		c.res.Prefetch(u.Hostname())
+	}
+	return it, ok
 }
 
+// admitURL filters a parsed URL and makes its frontier item; callers
+// start the DNS prefetch of its host.
 func (c *Crawler) admitURL(u *url.URL, d Discovered) (addItem, bool) {
 	depth := max(d.Depth, 0)
 	check := c.filter.Check
@@ -578,9 +584,7 @@ func (c *Crawler) admitURL(u *url.URL, d Discovered) (addItem, bool) {
 	if !(cash >= 0) || cash > 1e12 { // NaN, negative or absurd from a peer
 		cash = 0
 	}
-	host := HostKey(u)
-	c.res.Prefetch(u.Hostname())
-	return addItem{url: u.String(), host: host, cash: cash, depth: depth, base: d.Base}, true
+	return addItem{url: u.String(), host: HostKey(u), cash: cash, depth: depth, base: d.Base}, true
 }
 
 // maxBaseBytes caps the base URL an external script's entry carries.

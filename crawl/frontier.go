@@ -882,6 +882,80 @@ func (f *frontier) finish(q *queued, update func(rec *seenRecord), extra func(tx
 	return nil
 }
 
+// settleQueued settles up to limit of host's queued URLs, best first,
+// without fetching them, each as finish would with update, in one
+// transaction: a host that cannot be reached gives up its queue in one
+// read and one write, not a read and a write per URL. Queue keys without
+// a live seen record are deleted (as head deletes them) and count
+// towards limit. It returns how many URLs it settled, and whether the
+// queue may hold more.
+func (f *frontier) settleQueued(host string, limit int, update func(rec *seenRecord)) (settled int, more bool, err error) {
+	defer f.lockHosts(host)()
+	type entry struct{ key, url []byte }
+	var credited []func()
+	err = f.db.Update(func(txn *badger.Txn) error {
+		credited, settled = credited[:0], 0
+		var entries []entry
+		from := f.queueFrom[stripeOf(host)][host].key
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host), PrefetchValues: true, PrefetchSize: min(limit, 100)})
+		// Nothing is queued below the mark (lowerQueueMark); an empty
+		// queue above it is checked from the start, as firstQueued does.
+		if it.Seek(from); from != nil && !it.Valid() {
+			it.Rewind()
+		}
+		for ; it.Valid() && len(entries) < limit; it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				it.Close()
+				return err
+			}
+			entries = append(entries, entry{it.Item().KeyCopy(nil), v})
+		}
+		it.Close()
+		more = len(entries) == limit
+		for _, e := range entries {
+			if err := txn.Delete(e.key); err != nil {
+				return err
+			}
+			hash := hashURL(string(e.url))
+			sk := seenKey(host, hash)
+			item, err := txn.Get(sk)
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue // an orphan queue key
+			} else if err != nil {
+				return err
+			}
+			var rec *seenRecord
+			if item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }) != nil ||
+				rec.State != stateQueued || !bytes.Equal(rec.QKey, e.key) {
+				continue // an orphan queue key
+			}
+			credited = append(credited, f.takeCredit(host, hash, rec))
+			rec.State, rec.QKey = stateDone, nil
+			update(rec)
+			if err := txn.Set(sk, rec.encode()); err != nil {
+				return err
+			}
+			settled++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("frontier settle the queue of %s: %w", host, err)
+	}
+	for _, c := range credited {
+		c()
+	}
+	f.forgetQueuedURL(host)
+	if settled > 0 {
+		f.mu.Lock()
+		f.hosts[host].queued -= int64(settled)
+		f.queued -= int64(settled)
+		f.mu.Unlock()
+	}
+	return settled, more, nil
+}
+
 // retry keeps the entry queued after a transient failure, counting the
 // attempt (the URL is re-queued in place, never duplicated).
 func (f *frontier) retry(q *queued, outcome string) error {

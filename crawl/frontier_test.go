@@ -587,3 +587,149 @@ func TestGatedSlotLeavesRecord(t *testing.T) {
 		t.Errorf("a slot with a request left the gate's pause: %d", h.gatedUntil)
 	}
 }
+
+// TestFrontierSettleQueued: a host's queue given up in batches settles
+// every queued URL (best first, as head would serve them), each as finish
+// would, deletes orphan queue keys on the way, and leaves the counts and
+// the head as if each URL had been read and finished.
+func TestFrontierSettleQueued(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		urls    int
+		orphans int
+		limit   int
+	}{
+		{"one batch", 5, 0, 10},
+		{"batches", 23, 0, 4},
+		{"exactly a batch", 8, 0, 8},
+		{"with orphan queue keys", 12, 3, 5},
+		{"empty queue", 0, 0, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := engOpenDB(t, t.TempDir())
+			f := engFrontier(t, db, fastPoliteness(), newFakeClock())
+			var want []string
+			for i := range tt.urls {
+				it := addItem{url: fmt.Sprintf("http://a/%d", i), host: "a", cash: float64(i%5) / 10, depth: i % 3}
+				if _, err := f.add([]addItem{it}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.settleAll(true); err != nil {
+				t.Fatal(err)
+			}
+			if tt.urls > 0 {
+				want = queueOrderOf(t, db)
+			}
+			// Orphans: queue keys whose seen record is gone.
+			for i := range tt.orphans {
+				u := want[len(want)-1-i]
+				if err := db.Update(func(txn *badger.Txn) error { return txn.Delete(seenKey("a", hashURL(u))) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			live := want[:len(want)-tt.orphans]
+			if tt.orphans > 0 {
+				f.mu.Lock()
+				f.hosts["a"].queued -= int64(tt.orphans) // as the store now says
+				f.queued -= int64(tt.orphans)
+				f.mu.Unlock()
+			}
+
+			var settled, rounds int
+			for more := true; more; rounds++ {
+				var n int
+				var err error
+				n, more, err = f.settleQueued("a", tt.limit, func(r *seenRecord) { r.Outcome = "dns_nxdomain" })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rounds == 0 && tt.orphans == 0 {
+					// The first batch is the best URLs.
+					for _, u := range live[:n] {
+						if rec := seenOf(t, db, u); rec.State != stateDone {
+							t.Errorf("%s, among the %d best, not settled first: %+v", u, n, rec)
+						}
+					}
+				}
+				settled += n
+				if rounds > len(want) {
+					t.Fatal("settleQueued never says the queue is empty")
+				}
+			}
+			if settled != len(live) {
+				t.Errorf("settled %d URLs, want %d", settled, len(live))
+			}
+			for _, u := range live {
+				if rec := seenOf(t, db, u); rec.State != stateDone || rec.Outcome != "dns_nxdomain" || rec.QKey != nil {
+					t.Errorf("%s after settling: %+v", u, rec)
+				}
+			}
+			if q, err := f.head(t.Context(), "a"); err != nil || q != nil {
+				t.Errorf("head after settling: %+v, %v", q, err)
+			}
+			if f.queued != 0 || tt.urls > 0 && f.hosts["a"].queued != 0 {
+				t.Errorf("counts after settling: total %d", f.queued)
+			}
+			if n := countPrefix(t, db, queuePrefix("a")); n != 0 {
+				t.Errorf("%d queue keys left", n)
+			}
+		})
+	}
+}
+
+// queueOrderOf is host a's queue in db in key order, the order head
+// serves it in.
+func queueOrderOf(t *testing.T, db *badger.DB) []string {
+	t.Helper()
+	var urls []string
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix("a")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			urls = append(urls, string(v))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return urls
+}
+
+func seenOf(t *testing.T, db *badger.DB, u string) *seenRecord {
+	t.Helper()
+	var rec *seenRecord
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(seenKey("a", hashURL(u)))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err })
+	})
+	if err != nil {
+		t.Fatalf("seen record of %s: %v", u, err)
+	}
+	return rec
+}
+
+func countPrefix(t *testing.T, db *badger.DB, prefix []byte) int {
+	t.Helper()
+	n := 0
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -522,6 +522,7 @@ func (c *Crawler) scriptOutLinks(e *procEntry) []Discovered {
 // split normalises and filters links, and splits them into owned (for the
 // local frontier) and foreign (for Sink.Forward).
 func (c *Crawler) split(links []Discovered) (local []addItem, foreign []Discovered) {
+	prefetched := "" // most local links are to one host: one prefetch
 	for _, d := range links {
 		u, err := url.Parse(d.URL)
 		if err != nil || u.Host == "" {
@@ -549,6 +550,10 @@ func (c *Crawler) split(links []Discovered) (local []addItem, foreign []Discover
 		}
 		if it, ok := c.admitURL(u, d); ok {
 			local = append(local, it)
+			if name := u.Hostname(); name != prefetched {
+				c.res.Prefetch(name)
+				prefetched = name
+			}
 		}
 	}
 	return local, foreign

@@ -383,21 +383,32 @@ func (c *Crawler) fetchRobots(ctx context.Context, h *hostState, q *queued) slot
 // would not help. At most 1000 per slot; the rest in the next slots.
 func (c *Crawler) giveUpHost(ctx context.Context, h *hostState, class string) slotResult {
 	c.log.Info("host unreachable, giving up its queued URLs", "host", h.key, "class", class)
-	for range 1000 {
-		q, err := c.front.head(ctx, h.key)
+	for range maxGivenUpPerSlot / giveUpBatch {
+		if ctx.Err() != nil {
+			break
+		}
+		n, more, err := c.front.settleQueued(h.key, giveUpBatch, func(r *seenRecord) { r.Outcome = class })
 		if err != nil {
 			return c.slotFailed(h, err)
 		}
-		if q == nil {
-			break
+		for range n {
+			c.count.filter("host_" + class)
 		}
-		c.count.filter("host_" + class)
-		if err := c.front.finish(q, func(r *seenRecord) { r.Outcome = class }, nil); err != nil {
-			return c.slotFailed(h, err)
+		if !more {
+			break
 		}
 	}
 	return slotResult{outcome: outcomeError}
 }
+
+const (
+	// maxGivenUpPerSlot bounds the URLs one slot gives up; the rest go in
+	// the host's next slots.
+	maxGivenUpPerSlot = 1000
+	// giveUpBatch is how many URLs are settled in one transaction, well
+	// within Badger's transaction size at a node's memtable size.
+	giveUpBatch = 200
+)
 
 // robotsFailed makes the host wait with bounded exponential backoff; after
 // MaxAttempts consecutive failures it is parked for GiveUpWait.
