@@ -157,7 +157,7 @@
 //	c:u/<host>/<sha256(URL)[:16]>                  -> seenRecord     URL-seen set, state, cash, validators, recrawl, script base (engine, binary: seen.go)
 //	c:h/<host>                                     -> hostRecord JSON politeness counters, budget, sitemaps done (engine)
 //	c:r/<host>                                     -> robotsRecord JSON robots.txt response, re-parsed at start (engine)
-//	c:p/<seq:8 BE>                                 -> raw body, JSON header, its length (4 BE): fetched, awaiting processing (engine)
+//	c:p/<seq:8 BE>                                 -> body (one S2 block when the header says "z", else raw), JSON header, its length (4 BE): fetched, awaiting processing (engine)
 //	c:t/<due unix nanos:8 BE><host>/<hash:16>      -> empty          recrawl schedule (engine)
 //	c:m/seq                                        -> Badger sequence lease for queue and processing keys (engine)
 //	c:x/<exact content hash:16>                    -> URL            exact duplicates (simhash.go)

@@ -46,8 +46,9 @@ func (ix *Index) compressPage(src, dst []byte) []byte {
 }
 
 // rawPart is the stored part of c's raw body: the caller's S2 block
-// (Document.RawS2) when it states the length of c.Raw, so that c.Raw was
-// not cut by validate, else c.Raw compressed here.
+// (Document.RawS2) when it states the length of c.Raw (a raw body that
+// validate cut to MaxRawBytes is shorter than its block says), else c.Raw
+// compressed here.
 func (ix *Index) rawPart(c *Document) []byte {
 	if len(c.Raw) == 0 {
 		return nil
