@@ -291,21 +291,7 @@ func TestQueuedCash(t *testing.T) {
 	db := engOpenDB(t, t.TempDir())
 	defer db.Close()
 	f := engFrontier(t, db, fastPoliteness(), newFakeClock())
-	queueKeys := func() int {
-		n := 0
-		err := db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix("a")})
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				n++
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	queueKeys := func() int { return countPrefix(t, db, queuePrefix("a")) }
 	var seed []addItem
 	for _, u := range []string{"http://a/0", "http://a/1", "http://a/2"} {
 		seed = append(seed, addItem{url: u, host: "a", cash: 0.1, depth: 3})
