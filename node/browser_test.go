@@ -378,11 +378,18 @@ func TestBrowserEndToEnd(t *testing.T) {
 	runNode(t, cfg2)
 	defer func() { t.Logf("second node joined in %v", time.Since(joinStart).Round(time.Millisecond)) }()
 	joinDeadline := time.Now().Add(20 * time.Second)
-	for n.Status(ctx).Members < 2 {
+	// Joined: a member, and asked by this node's searches (a member is
+	// asked once this node has heard of it, which on a loaded machine can
+	// come after Status counts it).
+	asked := 0
+	for n.Status(ctx).Members < 2 || asked < 2 {
 		if time.Now().After(joinDeadline) {
-			t.Fatalf("second node did not join within 20 s (members %d)", n.Status(ctx).Members)
+			t.Fatalf("second node did not join within 20 s (members %d, asked by a search %d)", n.Status(ctx).Members, asked)
 		}
 		time.Sleep(100 * time.Millisecond)
+		if resp, err := n.Search(ctx, search.Request{Query: query, Timeout: time.Millisecond}); err == nil {
+			asked = resp.Coverage.Asked
+		}
 	}
 	var partial, partialStats string
 	run("partial coverage",
