@@ -554,19 +554,11 @@ func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
 				return err
 			}
 			hash := hashURL(string(u))
-			item, err := txn.Get(seenKey(host, hash))
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				orphan = key
-				return nil
-			} else if err != nil {
+			rec, err := queuedRecord(txn, host, hash, key)
+			if err != nil {
 				return err
 			}
-			var rec *seenRecord
-			if err := item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }); err != nil {
-				orphan = key
-				return nil
-			}
-			if rec.State != stateQueued || !bytes.Equal(rec.QKey, key) {
+			if rec == nil {
 				orphan = key
 				return nil
 			}
@@ -588,6 +580,24 @@ func (f *frontier) head(ctx context.Context, host string) (*queued, error) {
 		}
 	}
 	return nil, fmt.Errorf("frontier head of %s: too many orphan queue keys", host)
+}
+
+// queuedRecord is the seen record of the URL whose hash is hash, when it
+// is queued under key; nil when key is an orphan (no record, one that does
+// not decode, or one that is not queued there).
+func queuedRecord(txn *badger.Txn, host string, hash urlHash, key []byte) (*seenRecord, error) {
+	item, err := txn.Get(seenKey(host, hash))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var rec *seenRecord
+	if item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }) != nil ||
+		rec.State != stateQueued || !bytes.Equal(rec.QKey, key) {
+		return nil, nil
+	}
+	return rec, nil
 }
 
 func (f *frontier) deleteOrphan(host string, key []byte) error {
@@ -918,22 +928,17 @@ func (f *frontier) settleQueued(host string, limit int, update func(rec *seenRec
 				return err
 			}
 			hash := hashURL(string(e.url))
-			sk := seenKey(host, hash)
-			item, err := txn.Get(sk)
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				continue // an orphan queue key
-			} else if err != nil {
+			rec, err := queuedRecord(txn, host, hash, e.key)
+			if err != nil {
 				return err
 			}
-			var rec *seenRecord
-			if item.Value(func(v []byte) error { rec, err = decodeSeenRecord(v); return err }) != nil ||
-				rec.State != stateQueued || !bytes.Equal(rec.QKey, e.key) {
+			if rec == nil {
 				continue // an orphan queue key
 			}
 			credited = append(credited, f.takeCredit(host, hash, rec))
 			rec.State, rec.QKey = stateDone, nil
 			update(rec)
-			if err := txn.Set(sk, rec.encode()); err != nil {
+			if err := txn.Set(seenKey(host, hash), rec.encode()); err != nil {
 				return err
 			}
 			settled++

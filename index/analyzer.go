@@ -233,20 +233,9 @@ func (sc *analyzeScratch) normalize(text string, offsets bool) (s string, src []
 		}
 		seg := it.Next()
 		end := it.Pos()
-		low = low[:0]
-		for len(seg) > 0 {
-			r, sz := utf8.DecodeRune(seg)
-			seg = seg[sz:]
-			if r < utf8.RuneSelf {
-				if 'A' <= r && r <= 'Z' {
-					r += 'a' - 'A'
-				}
-				low = append(low, byte(r))
-				continue
-			}
-			han = han || isHan(r)
-			low = utf8.AppendRune(low, unicode.ToLower(r))
-		}
+		var segHan bool
+		low, segHan = appendLowerSegment(low[:0], seg)
+		han = han || segHan
 		if !copied && string(low) != text[p:end] {
 			diverge(p)
 		}
@@ -268,6 +257,25 @@ func (sc *analyzeScratch) normalize(text string, offsets bool) (s string, src []
 	}
 	sc.norm = b
 	return string(b), src, han
+}
+
+// appendLowerSegment appends seg, a segment from the NFKC iterator,
+// lowercased to dst; han reports a Han character in it.
+func appendLowerSegment(dst, seg []byte) (_ []byte, han bool) {
+	for len(seg) > 0 {
+		r, sz := utf8.DecodeRune(seg)
+		seg = seg[sz:]
+		if r < utf8.RuneSelf {
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			dst = append(dst, byte(r))
+			continue
+		}
+		han = han || isHan(r)
+		dst = utf8.AppendRune(dst, unicode.ToLower(r))
+	}
+	return dst, han
 }
 
 // plainRunEnd returns the end of the run of plain characters of one kind

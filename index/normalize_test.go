@@ -20,19 +20,9 @@ func normalizeReference(text string, offsets bool) (s string, src []int32, han b
 		at := it.Pos()
 		seg := it.Next()
 		n0 := len(b)
-		for len(seg) > 0 {
-			r, sz := utf8.DecodeRune(seg)
-			seg = seg[sz:]
-			if r < utf8.RuneSelf {
-				if 'A' <= r && r <= 'Z' {
-					r += 'a' - 'A'
-				}
-				b = append(b, byte(r))
-				continue
-			}
-			han = han || isHan(r)
-			b = utf8.AppendRune(b, unicode.ToLower(r))
-		}
+		var segHan bool
+		b, segHan = appendLowerSegment(b, seg)
+		han = han || segHan
 		if offsets {
 			for range len(b) - n0 {
 				src = append(src, int32(at))
