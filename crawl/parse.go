@@ -9,11 +9,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/net/html"
+	"sou/crawl/internal/htmltok"
 )
 
-// HTML parsing is a single pass of the x/net/html tokenizer (no tree), which
-// is several times cheaper than html.Parse and tolerates any input.
+// HTML parsing is a single pass of a tokenizer (no tree), which is several
+// times cheaper than html.Parse and tolerates any input: internal/htmltok,
+// x/net/html's tokenizer reading the page's bytes in place (its package doc
+// says why and what differs).
 // Decisions:
 //   - visible text skips script, style, noscript, template, iframe, textarea,
 //     select, svg and math content and the <head> (the title is a field of
@@ -416,20 +418,19 @@ func rawTag(raw []byte) tagID {
 }
 
 func (hp *htmlParser) run(doc []byte) {
-	z := html.NewTokenizer(bytes.NewReader(doc))
-	z.SetMaxBuf(0)
+	z := htmltok.New(doc)
 	inTitle := false
 	var titleBuf []byte
 	for {
 		tt := z.Next()
 		switch tt {
-		case html.ErrorToken:
+		case htmltok.ErrorToken:
 			if inTitle && !hp.titleDone {
 				hp.setTitle(titleBuf)
 			}
 			hp.closeAnchor()
 			return
-		case html.TextToken:
+		case htmltok.TextToken:
 			// Text is unescaped only when it is used.
 			if hp.inScript {
 				hp.inScript = false
@@ -446,10 +447,10 @@ func (hp *htmlParser) run(doc []byte) {
 				continue
 			}
 			hp.addText(z.Text())
-		case html.StartTagToken, html.SelfClosingTagToken:
+		case htmltok.StartTagToken, htmltok.SelfClosingTagToken:
 			raw := z.Raw()
 			tag := rawTag(raw)
-			selfClosing := tt == html.SelfClosingTagToken
+			selfClosing := tt == htmltok.SelfClosingTagToken
 			if needsAttrs(tag, hp.inAnchor) || hasEventAttr(raw) {
 				hp.readAttrs(z)
 			} else {
@@ -538,7 +539,7 @@ func (hp *htmlParser) run(doc []byte) {
 				hp.anchorSp = true
 				hp.headingSp = true
 			}
-		case html.EndTagToken:
+		case htmltok.EndTagToken:
 			hp.inScript = false
 			tag := rawTag(z.Raw())
 			switch tag {
@@ -690,7 +691,7 @@ func hasEventAttr(raw []byte) bool {
 
 // readAttrs reads the current tag's attributes into hp.attrs and scans its
 // event handlers for links.
-func (hp *htmlParser) readAttrs(z *html.Tokenizer) {
+func (hp *htmlParser) readAttrs(z *htmltok.Tokenizer) {
 	hp.attrs = hp.attrs[:0]
 	for more := true; more; {
 		var k, v []byte
