@@ -2,7 +2,9 @@ package crawl
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -21,10 +23,11 @@ import (
 //     whatever a legacy declaration says (real GBK/Big5/Latin-1 text is
 //     practically never valid UTF-8);
 //   - a declared legacy charset is kept when its decoder produces (almost)
-//     no replacement characters; otherwise detection candidates
-//     (saintfish/chardet, an ICU port, then GB18030, Big5, Shift_JIS,
-//     EUC-KR, EUC-JP) are tried and the first that decodes cleanly wins;
-//     when none does, the declaration is kept.
+//     no replacement characters and plausible text; otherwise detection
+//     candidates (saintfish/chardet, an ICU port, then GB18030, Big5,
+//     Shift_JIS, EUC-KR, EUC-JP) are tried and the first that decodes
+//     cleanly wins, or only one that is also plausible when the
+//     declaration decoded cleanly; when none does, the declaration is kept.
 // Labels follow the WHATWG encoding standard (x/net/html/charset), so
 // "iso-8859-1" and "latin1" decode as windows-1252 and "gb2312" as GBK; the
 // reported Charset is the canonical WHATWG name.
@@ -82,15 +85,20 @@ func decodeCharset(body []byte, contentType string, isHTML bool) ([]byte, string
 	}
 	if declared != nil && name != "utf-8" && name != "replacement" {
 		out := decodeWith(declared, body)
-		if cleanDecode(out) && plausibleDecode(out, name) {
+		clean := cleanDecode(out)
+		if clean && plausibleDecode(out, name) {
 			return out, name
 		}
-		if alt, altName, ok := detectCharset(body, name); ok {
+		// A clean decoding that only looks unlikely (a GBK page quoting
+		// katakana) stays when the detector rates the declared charset
+		// best, and otherwise gives way only to a candidate that is clean
+		// and plausible, not to a guess.
+		if alt, altName, ok := detectCharset(body, name, clean); ok {
 			return alt, altName
 		}
 		return out, name
 	}
-	if alt, altName, ok := detectCharset(body, ""); ok {
+	if alt, altName, ok := detectCharset(body, "", false); ok {
 		return alt, altName
 	}
 	if name == "utf-8" || name == "" {
@@ -196,14 +204,32 @@ func plausibleDecode(out []byte, name string) bool {
 var detectionFallbacks = []string{"gb18030", "big5", "shift_jis", "euc-kr", "euc-jp"}
 
 // detectCharset tries the detector's candidates, then the CJK fallbacks,
-// skipping exclude, and returns the first that decodes cleanly.
-func detectCharset(body []byte, exclude string) ([]byte, string, bool) {
+// skipping exclude, and returns the first that decodes cleanly and
+// plausibly; failing that the first clean one, then a single-byte charset.
+// When declaredClean (exclude is a declaration that decoded cleanly) it
+// returns only a clean and plausible candidate, and none when the detector
+// rates exclude's family best.
+func detectCharset(body []byte, exclude string, declaredClean bool) ([]byte, string, bool) {
 	sample := body
 	if len(sample) > detectSampleSize {
 		sample = sample[:detectSampleSize]
 	}
 	var candidates []string
 	if results, err := chardet.NewHtmlDetector().DetectAll(sample); err == nil {
+		// The detector's recognizers report in the order their goroutines
+		// finish, and it sorts without keeping order, so results of equal
+		// confidence come in any order; the name decides between them.
+		slices.SortStableFunc(results, func(a, b chardet.Result) int {
+			if a.Confidence != b.Confidence {
+				return cmp.Compare(b.Confidence, a.Confidence)
+			}
+			return strings.Compare(a.Charset, b.Charset)
+		})
+		if declaredClean && len(results) > 0 {
+			if _, best := charset.Lookup(chardetLabel(results[0].Charset)); sameFamily(best, exclude) {
+				return nil, "", false
+			}
+		}
 		for _, r := range results {
 			if r.Confidence < 10 {
 				continue
@@ -237,6 +263,9 @@ func detectCharset(body []byte, exclude string) ([]byte, string, bool) {
 			}
 		}
 	}
+	if declaredClean {
+		return nil, "", false
+	}
 	if firstClean != nil {
 		return decodeWith(firstClean, body), firstCleanName, true
 	}
@@ -253,6 +282,13 @@ func detectCharset(body []byte, exclude string) ([]byte, string, bool) {
 		return decodeWith(enc, body), name, true
 	}
 	return nil, "", false
+}
+
+// sameFamily reports whether two WHATWG charset names decode the same
+// pages: equal, or GBK and its superset GB18030.
+func sameFamily(a, b string) bool {
+	gb := func(n string) bool { return n == "gbk" || n == "gb18030" }
+	return a == b || gb(a) && gb(b)
 }
 
 func isSingleByte(name string) bool {

@@ -98,6 +98,66 @@ func TestCharsetRoundTrips(t *testing.T) {
 	}
 }
 
+const kanaInGBKText = "帮助 模块 目录 索引 ASC Converts double-byte (full-width) characters to single-byte (half-width) " +
+	"ASCII and katakana characters. 语法 ASC(Text) 示例 =ASC(\"ライト\") returns a string of " +
+	"single-byte characters. 相关主题 JIS 文本函数"
+
+// TestCharsetDeclaredKanaInGBK is a GBK page that quotes katakana, as the
+// LibreOffice help of ASC and JIS does: the declaration decodes it cleanly,
+// so the kana that make it look like GBK read through Big5 must not hand it
+// to a detector's guess (EUC-JP reads its few Chinese words as kanji).
+func TestCharsetDeclaredKanaInGBK(t *testing.T) {
+	const title = "ASC 函数"
+	text := kanaInGBKText
+	utf8Page := "<html><head><title>" + title + "</title></head><body><p>" + text + "</p></body></html>"
+	body, err := simplifiedchinese.GBK.NewEncoder().Bytes([]byte(utf8Page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range []string{"text/html; charset=gbk", "text/html; charset=gb2312"} {
+		for range 20 {
+			p, err := ParseHTML(body, ct, nil, mustURL(t, "http://example.com/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Charset != "gbk" || p.Title != title || p.Text != text {
+				t.Fatalf("%s: decoded as %s: title %q text %q", ct, p.Charset, p.Title, p.Text)
+			}
+		}
+	}
+}
+
+// TestCharsetCleanButWrongDeclaration is Big5 declared as GBK: GBK decodes
+// any Big5 bytes without a replacement character, but into kana and
+// unlikely characters, and the detector rates Big5 best.
+func TestCharsetCleanButWrongDeclaration(t *testing.T) {
+	big5 := charsetSamples[2]
+	p, err := ParseHTML(samplePage(t, big5, ""), "text/html; charset=gbk", nil, mustURL(t, "http://example.com/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Charset != "big5" || p.Title != big5.title {
+		t.Fatalf("decoded as %s: title %q", p.Charset, p.Title)
+	}
+}
+
+// TestCharsetDetectionDeterministic decodes an undeclared page that the
+// detector rates equally as two charsets (the GBK page quoting katakana)
+// many times: the same guess every time.
+func TestCharsetDetectionDeterministic(t *testing.T) {
+	body, err := simplifiedchinese.GBK.NewEncoder().Bytes([]byte("<p>" + kanaInGBKText + "</p>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantName := decodeCharset(body, "text/html", true)
+	for range 300 {
+		got, name := decodeCharset(body, "text/html", true)
+		if name != wantName || !bytes.Equal(got, want) {
+			t.Fatalf("decoded as %s, then as %s", wantName, name)
+		}
+	}
+}
+
 func TestCharsetFromHeaderWhenContentTypeIsBare(t *testing.T) {
 	// The engine passes FetchResponse.ContentType (no parameters) and the
 	// response header: the header's charset must still be used.
