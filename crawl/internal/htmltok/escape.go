@@ -5,6 +5,7 @@
 package htmltok
 
 import (
+	"bytes"
 	"slices"
 	"unicode/utf8"
 )
@@ -168,7 +169,7 @@ func unescapeEntity(s []byte, attribute bool) (rune, rune, int) {
 // allocates a new slice. attribute should be true if parsing an attribute
 // value.
 func unescape(b []byte, attribute bool) []byte {
-	firstAmp := slices.Index(b, '&')
+	firstAmp := bytes.IndexByte(b, '&')
 	if firstAmp == -1 {
 		return b
 	}

@@ -15,15 +15,17 @@
 //   - input is the caller's slice, never written to: Text and TagAttr copy
 //     what they unescape, lower-case or convert into a scratch buffer that
 //     the next call to Next reuses;
-//   - runs of text, raw text, script data and quoted attribute values are
-//     scanned with bytes.IndexByte;
+//   - runs of text, raw text, script data and quoted attribute values, and
+//     the first '\r' and '&' of what Text and TagAttr convert, are found
+//     with bytes.IndexByte;
 //   - a repeated attribute is found by comparing keys in place (a map only
 //     past attrScanMax attributes), not by a string and a map per attribute;
 //   - what crawl does not use is gone: CDATA (x/net/html's default refuses
 //     it too), fragments, NextIsNotRawText, Token, TagName and the buffer
 //     limit.
 //
-// entity.go is x/net/html's unchanged; escape.go keeps its unescaping.
+// entity.go is x/net/html's unchanged; escape.go keeps its unescaping
+// (finding the first '&' with bytes.IndexByte).
 package htmltok
 
 import (
@@ -943,8 +945,12 @@ func (z *Tokenizer) Raw() []byte {
 // convertNewlines converts "\r" and "\r\n" in s to "\n".
 // The conversion happens in place, but the resulting slice may be shorter.
 func convertNewlines(s []byte) []byte {
-	for i, c := range s {
-		if c != '\r' {
+	first := bytes.IndexByte(s, '\r')
+	if first < 0 {
+		return s
+	}
+	for i := first; i < len(s); i++ {
+		if s[i] != '\r' {
 			continue
 		}
 
