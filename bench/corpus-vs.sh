@@ -5,7 +5,9 @@
 # host), then colly + Bleve crawling the same corpus served by `sou
 # testnet web` with the same 32 workers and one request in flight per
 # host (bench/corpusvs_test.go). Prints, for each, wall time, CPU-seconds
-# and CPU per page of every process (the web server included), peak RSS
+# and CPU per page of every process (the web server included from the
+# moment it serves: before that it reads every page to build its truth,
+# which is reported apart for both), peak RSS
 # (anonymous and file-backed, sampled every second as the testnet report
 # samples a node) and bytes on disk, and sou's ratio to colly + Bleve.
 #
@@ -77,27 +79,32 @@ for _ in $(seq 600); do
 	kill -0 "$web_pid" 2>/dev/null || { echo "corpus-vs.sh: the web did not start; see $work/web.err" >&2; exit 1; }
 	sleep 0.2
 done
+# The web has read every page to build its truth once it serves: the
+# testbed's work, not the crawl's, left out as the sou run leaves out its
+# own web's (the report's crawl.cpu_seconds_setup).
+web_setup_cpu=$(awk '{printf "%.3f", ($14 + $15) / 100}' "/proc/$web_pid/stat")
 web_http=$(awk '$1 == "http:" {print $2}' "$work/web.out")
 web_control=$(awk '$1 == "control:" {print $2}' "$work/web.out")
 rm -rf "$work/bleve"
 SOU_VS_WEB_HTTP=$web_http SOU_VS_WEB_CONTROL=$web_control SOU_VS_OUT="$work/colly.json" SOU_VS_DIR="$work/bleve" \
 	"$work/bench.test" -test.run '^TestCorpusVsColly$' -test.v -test.timeout 2h >"$work/colly.log" 2>&1 ||
 	{ echo "corpus-vs.sh: the colly run failed; see $work/colly.log" >&2; tail -20 "$work/colly.log" >&2; exit 1; }
-# The web's CPU up to the end of the colly crawl, as the sou run counts
-# its own web's (fields 14 and 15 of /proc/PID/stat, in USER_HZ ticks;
-# the command name holds no space here).
-web_cpu=$(awk '{printf "%.3f", ($14 + $15) / 100}' "/proc/$web_pid/stat")
+# The web's CPU from the moment it served to the end of the colly crawl,
+# as the sou run counts its own web's (fields 14 and 15 of
+# /proc/PID/stat, in USER_HZ ticks; the command name holds no space here).
+web_cpu=$(awk -v setup="$web_setup_cpu" '{printf "%.3f", ($14 + $15) / 100 - setup}' "/proc/$web_pid/stat")
 kill -INT "$web_pid"
 wait "$web_pid" || true
 web_pid=
-printf '%s\n%s\n' "$web_cpu" "$load_before_colly" >"$work/colly.facts"
+printf '%s\n%s\n%s\n' "$web_cpu" "$load_before_colly" "$web_setup_cpu" >"$work/colly.facts"
 
 python3 - "$work/sou.json" "$work/colly.json" "$sou_wall" "$sou_bytes" "$web_cpu" "$sites" \
-	"$load_before_sou" "$load_before_colly" "$stamp" >"$out" <<'PY'
+	"$load_before_sou" "$load_before_colly" "$stamp" "$web_setup_cpu" >"$out" <<'PY'
 import json, platform, sys
 sou = json.load(open(sys.argv[1])); col = json.load(open(sys.argv[2]))
 sou_wall, sou_kb, web_cpu = float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 sites, load_sou, load_col, stamp = sys.argv[6:10]
+web_setup_cpu = float(sys.argv[10])
 cr = sou["crawl"]; node = sou["per_node"][0]
 cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 ncpu = sum(1 for l in open("/proc/cpuinfo") if l.startswith("processor"))
@@ -113,13 +120,15 @@ rows = [
     ("  sou: corpus HTML files fetched", cr.get("corpus_html_fetched"), None),
     ("HTTP requests", cr["requests"], col["requests"]),
     ("seed URLs given", None, col.get("seeds", 0)),
-    ("CPU-seconds, all processes (the web included)", cr["cpu_seconds_all"], col_cpu),
+    ("CPU-seconds, all processes (the web serving included)", cr["cpu_seconds_all"], col_cpu),
     ("  of which the crawler + indexer process(es)", node["cpu_seconds"], col["cpu_seconds"]),
     ("CPU ms per page, all processes", 1000 * cr["cpu_seconds_all"] / sou_pages, 1000 * col_cpu / col_pages),
     ("peak RSS, anonymous (MB)", node["rss_anon_peak_mb"], col["rss_anon_peak_mb"]),
     ("peak RSS, file-backed (MB)", node["rss_file_peak_mb"], col["rss_file_peak_mb"]),
     ("bytes on disk after the run (MB)", sou_kb / 1024, col["index_bytes"] / 2**20),
     ("  sou: postings alone (the report's postings_bytes, MB)", node["postings_bytes"] / 2**20, None),
+    ("CPU-seconds of the web building its truth before the crawl (reads every page; not counted above)",
+     cr.get("cpu_seconds_setup"), web_setup_cpu),
 ]
 print(f"# sou against colly + Bleve + gojieba on the real corpus ({stamp} UTC)\n")
 print(f"`bash bench/corpus-vs.sh` ({sites}); {cpu_model}, {ncpu} CPUs, {platform.system()}; "
