@@ -79,12 +79,16 @@ for _ in $(seq 600); do
 	kill -0 "$web_pid" 2>/dev/null || { echo "corpus-vs.sh: the web did not start; see $work/web.err" >&2; exit 1; }
 	sleep 0.2
 done
-# The web has read every page to build its truth once it serves: the
-# testbed's work, not the crawl's, left out as the sou run leaves out its
-# own web's (the report's crawl.cpu_seconds_setup).
-web_setup_cpu=$(awk '{printf "%.3f", ($14 + $15) / 100}' "/proc/$web_pid/stat")
 web_http=$(awk '$1 == "http:" {print $2}' "$work/web.out")
 web_control=$(awk '$1 == "control:" {print $2}' "$work/web.out")
+# The web reads every page to build its truth, in the background once it
+# serves; its truth listing answers when that is done. The walk is the
+# testbed's work, not the crawl's, left out as the sou run leaves out its
+# own web's (the report's crawl.cpu_seconds_setup); colly waits for the
+# same listing before its first request.
+python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1].rstrip("/") + "/truth", timeout=3600).read()' "$web_control" ||
+	{ echo "corpus-vs.sh: the web's truth did not come; see $work/web.err" >&2; exit 1; }
+web_setup_cpu=$(awk '{printf "%.3f", ($14 + $15) / 100}' "/proc/$web_pid/stat")
 rm -rf "$work/bleve"
 SOU_VS_WEB_HTTP=$web_http SOU_VS_WEB_CONTROL=$web_control SOU_VS_OUT="$work/colly.json" SOU_VS_DIR="$work/bleve" \
 	"$work/bench.test" -test.run '^TestCorpusVsColly$' -test.v -test.timeout 2h >"$work/colly.log" 2>&1 ||
