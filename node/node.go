@@ -388,9 +388,9 @@ func plainHostOf(raw string) (host string, ok bool) {
 	default:
 		return "", false
 	}
-	// url.Parse fails on a bad escape or a control byte, and reads a
-	// space and every other byte alike into the path; anything else in
-	// the path, query or fragment does not change the host.
+	// url.Parse fails on a control byte or a bad escape: a URL with
+	// either, a space or any '%' is left to it. Past the host, no other
+	// byte changes its answer.
 	for i := 0; i < len(rest); i++ {
 		if c := rest[i]; c <= ' ' || c == 0x7f || c == '%' {
 			return "", false
