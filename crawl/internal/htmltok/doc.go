@@ -6,8 +6,8 @@
 // Why a copy: crawl parses every fetched page with the tokenizer, and
 // x/net/html reads its input one byte at a time through a call that copies
 // the reader into a growing buffer and cannot be inlined; that call was the
-// largest single cost of crawl's parsing, and parsing the largest stage of
-// a node's CPU (BENCHMARKS.md, "A tokenizer over the page's bytes"). The
+// largest single cost of crawl's parsing, and parsing is one of the
+// largest stages of a node's CPU (BENCHMARKS.md, "A tokenizer over the page's bytes"). The
 // changes, none of which alters a token:
 //   - input is the caller's slice, never written to: Text and TagAttr copy
 //     what they unescape, lower-case or convert into a scratch buffer that
@@ -23,5 +23,7 @@
 //     limit.
 //
 // entity.go is x/net/html's unchanged; escape.go keeps its unescaping
-// (finding the first '&' with bytes.IndexByte).
+// (finding the first '&' with bytes.IndexByte). The tests compare with the
+// x/net/html of go.mod, so an upgrade that changes its tokens fails them
+// until this copy follows.
 package htmltok
