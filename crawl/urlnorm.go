@@ -261,6 +261,67 @@ func HostKey(u *url.URL) string {
 	return strings.TrimSuffix(host, ".")
 }
 
+// HostKeyOf returns the HostKey of a URL string, or "" when it does not
+// parse. URLs as NormalizeURL writes them (http or https, a lower-case host
+// of letters, digits, dots and hyphens, no escapes, no spaces or control
+// bytes) are read without url.Parse, which is most of its cost for the
+// many URLs a node keys by host; TestHostKeyOfFastPath and FuzzHostKeyOf
+// hold the two ways to the same answer.
+func HostKeyOf(raw string) string {
+	if h, ok := plainHostKey(raw); ok {
+		return h
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return HostKey(u)
+}
+
+// plainHostKey is HostKeyOf for the URLs it can read without parsing; ok
+// is false for every other string.
+func plainHostKey(raw string) (host string, ok bool) {
+	scheme, rest, found := strings.Cut(raw, "://")
+	if !found || scheme != "http" && scheme != "https" {
+		return "", false
+	}
+	// url.Parse fails on a control byte or a bad escape: a URL with
+	// either, a space or any '%' is left to it. Past the host, no other
+	// byte changes its answer.
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c <= ' ' || c == 0x7f || c == '%' {
+			return "", false
+		}
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority := rest[:end]
+	host, port := authority, ""
+	if i := strings.IndexByte(authority, ':'); i >= 0 {
+		host, port = authority[:i], authority[i+1:]
+		for j := 0; j < len(port); j++ {
+			if port[j] < '0' || port[j] > '9' {
+				return "", false
+			}
+		}
+	}
+	if host == "" {
+		return "", false
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return "", false
+		}
+	}
+	if port != "" && port != defaultPort(scheme) {
+		host = authority
+	}
+	return strings.TrimSuffix(host, "."), true
+}
+
 func defaultPort(scheme string) string {
 	switch scheme {
 	case "http":

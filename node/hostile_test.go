@@ -388,7 +388,7 @@ func TestRefusedHandoffAbandoned(t *testing.T) {
 	waitMembers(t, 2, a)
 	var moved []string
 	for _, d := range found {
-		if h := hostOf(d.URL); a.net.Owner(h) == b.net.ID() {
+		if h := crawl.HostKeyOf(d.URL); a.net.Owner(h) == b.net.ID() {
 			moved = append(moved, h)
 		}
 	}

@@ -711,7 +711,7 @@ func (s *hostData) takeOver(ctx context.Context, net messenger, host string) err
 	var local []crawl.Discovered
 	var remote []p2p.URLRecord
 	for _, l := range links {
-		if h := hostOf(l.URL); h != "" && net.IsOwner(h) {
+		if h := crawl.HostKeyOf(l.URL); h != "" && net.IsOwner(h) {
 			local = append(local, l)
 		} else {
 			remote = append(remote, p2p.URLRecord{URL: l.URL, Anchor: l.Anchor, SourceHost: l.SourceHost, Depth: l.Depth})

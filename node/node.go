@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -357,70 +356,4 @@ func (n *Node) publishLoad(ctx context.Context) {
 			n.net.SetLoad(p2p.Load{Pages: uint64(max(is.Docs, 0)), Frontier: uint64(max(cs.Frontier, 0)), Hosts: uint64(max(cs.Hosts, 0))})
 		}
 	}
-}
-
-// hostOf returns the HostKey of a URL string, or "" when it does not parse.
-// URLs as crawl normalises them (http or https, a lower-case host of
-// letters, digits, dots and hyphens, no escapes, no spaces or control
-// bytes) are read without url.Parse, which is most of its cost for the
-// many URLs a page's anchors and links name; TestHostOfFastPath and
-// FuzzHostOf hold the two ways to the same answer.
-func hostOf(raw string) string {
-	if h, ok := plainHostOf(raw); ok {
-		return h
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return crawl.HostKey(u)
-}
-
-// plainHostOf is hostOf for the URLs it can read without parsing; ok is
-// false for every other string.
-func plainHostOf(raw string) (host string, ok bool) {
-	var rest, defaultPort string
-	switch {
-	case strings.HasPrefix(raw, "http://"):
-		rest, defaultPort = raw[len("http://"):], "80"
-	case strings.HasPrefix(raw, "https://"):
-		rest, defaultPort = raw[len("https://"):], "443"
-	default:
-		return "", false
-	}
-	// url.Parse fails on a control byte or a bad escape: a URL with
-	// either, a space or any '%' is left to it. Past the host, no other
-	// byte changes its answer.
-	for i := 0; i < len(rest); i++ {
-		if c := rest[i]; c <= ' ' || c == 0x7f || c == '%' {
-			return "", false
-		}
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	authority := rest[:end]
-	host, port := authority, ""
-	if i := strings.IndexByte(authority, ':'); i >= 0 {
-		host, port = authority[:i], authority[i+1:]
-		for j := 0; j < len(port); j++ {
-			if port[j] < '0' || port[j] > '9' {
-				return "", false
-			}
-		}
-	}
-	if host == "" {
-		return "", false
-	}
-	for i := 0; i < len(host); i++ {
-		c := host[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
-			return "", false
-		}
-	}
-	if port != "" && port != defaultPort {
-		host = authority
-	}
-	return strings.TrimSuffix(host, "."), true
 }

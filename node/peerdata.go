@@ -125,7 +125,7 @@ func (d *peerData) keepQueued(ctx context.Context, urls []string) error {
 	var queued []peermsg.Fetched
 	byHost := map[string][][]byte{}
 	for _, u := range urls {
-		if h := hostOf(u); h != "" {
+		if h := crawl.HostKeyOf(u); h != "" {
 			queued = append(queued, peermsg.Fetched{Host: h, URL: u})
 			byHost[h] = append(byHost[h], record(recQueued, u))
 		}
@@ -176,7 +176,7 @@ func (d *peerData) urlsFrom(from peer.ID, recs []p2p.URLRecord) []bool {
 		for i, rec := range recs {
 			switch {
 			case rec.Hops > 0:
-				h := hostOf(rec.URL)
+				h := crawl.HostKeyOf(rec.URL)
 				ok, seen := near[h]
 				if !seen {
 					ok = d.place.m.Allowed(now, placement.KindRelay, from, h)
@@ -232,7 +232,7 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 		hosts[s.Host] = true
 	}
 	for u := range m.Anchors {
-		hosts[hostOf(u)] = true
+		hosts[crawl.HostKeyOf(u)] = true
 	}
 	ok, err := d.allowed(ctx, placement.KindReplica, from, hosts)
 	if err != nil {
@@ -241,7 +241,7 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	refused := 0
 	defer func() { d.place.refuse(from, "replica items", refused) }()
 	take := func(host, u string) bool {
-		if host == "" || hostOf(u) != host || !ok[host] {
+		if host == "" || crawl.HostKeyOf(u) != host || !ok[host] {
 			refused++
 			return false
 		}
@@ -300,7 +300,7 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 		}
 	}
 	for u := range m.Anchors {
-		if !take(hostOf(u), u) {
+		if !take(crawl.HostKeyOf(u), u) {
 			delete(m.Anchors, u)
 		}
 	}
@@ -362,7 +362,7 @@ func (d *peerData) receiveHandoffPages(ctx context.Context, from peer.ID, payloa
 	}
 	hosts := map[string]bool{}
 	for _, doc := range m.Docs {
-		if hostOf(doc.URL) != doc.Host {
+		if crawl.HostKeyOf(doc.URL) != doc.Host {
 			return fmt.Errorf("%w: handoff page with inconsistent URL and host", p2p.ErrMalformed)
 		}
 		hosts[doc.Host] = true
@@ -371,7 +371,7 @@ func (d *peerData) receiveHandoffPages(ctx context.Context, from peer.ID, payloa
 		hosts[q.Host] = true
 	}
 	for u := range m.Anchors {
-		hosts[hostOf(u)] = true
+		hosts[crawl.HostKeyOf(u)] = true
 	}
 	ok, err := d.allowed(ctx, placement.KindHandoff, from, hosts)
 	if err != nil {
@@ -392,7 +392,7 @@ func (d *peerData) receiveHandoffPages(ctx context.Context, from peer.ID, payloa
 		byHost[doc.Host] = append(byHost[doc.Host], record(recPage, doc.URL))
 	}
 	for _, q := range m.Queued {
-		if !ok[q.Host] || hostOf(q.URL) != q.Host {
+		if !ok[q.Host] || crawl.HostKeyOf(q.URL) != q.Host {
 			refused++
 			continue
 		}
@@ -400,7 +400,7 @@ func (d *peerData) receiveHandoffPages(ctx context.Context, from peer.ID, payloa
 		byHost[q.Host] = append(byHost[q.Host], record(recQueued, q.URL))
 	}
 	for u := range m.Anchors {
-		if !ok[hostOf(u)] {
+		if !ok[crawl.HostKeyOf(u)] {
 			delete(m.Anchors, u)
 			refused++
 		}

@@ -13,6 +13,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"sou/crawl"
 	"sou/index"
 	"sou/node/peermsg"
 	"sou/p2p"
@@ -136,9 +137,9 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 			m.Docs = append(m.Docs, d)
 			size += docBytes(d)
 		case recMarker:
-			m.Fetched = append(m.Fetched, peermsg.Fetched{Host: hostOf(body), URL: body})
+			m.Fetched = append(m.Fetched, peermsg.Fetched{Host: crawl.HostKeyOf(body), URL: body})
 		case recQueued:
-			m.Queued = append(m.Queued, peermsg.Fetched{Host: hostOf(body), URL: body})
+			m.Queued = append(m.Queued, peermsg.Fetched{Host: crawl.HostKeyOf(body), URL: body})
 		case recSitemap:
 			if sm, err := peermsg.DecodeSitemap(rec[1:]); err == nil {
 				m.Sitemaps = append(m.Sitemaps, sm)
@@ -294,7 +295,7 @@ func (p *placer) replicate(ctx context.Context, hosts []string, recordsOf func(h
 func anchorsByHost(byURL map[string][]string) map[string]map[string][]string {
 	byHost := map[string]map[string][]string{}
 	for u, texts := range byURL {
-		h := hostOf(u)
+		h := crawl.HostKeyOf(u)
 		if byHost[h] == nil {
 			byHost[h] = map[string][]string{}
 		}

@@ -100,7 +100,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			if l.Anchor == "" || l.NoFollow || l.URL == p.URL {
 				continue
 			}
-			if h := hostOf(l.URL); h != "" && n.net.IsOwner(h) {
+			if h := crawl.HostKeyOf(l.URL); h != "" && n.net.IsOwner(h) {
 				anchors[l.URL] = append(anchors[l.URL], l.Anchor)
 			}
 		}
@@ -122,7 +122,7 @@ func (s *sink) storeUnindexed(ctx context.Context, p *crawl.Page) error {
 		if l.NoFollow || l.Base != "" {
 			continue
 		}
-		if h := hostOf(l.URL); h != "" && s.n.net.IsOwner(h) {
+		if h := crawl.HostKeyOf(l.URL); h != "" && s.n.net.IsOwner(h) {
 			owned = append(owned, l.URL)
 		}
 	}

@@ -140,7 +140,7 @@ func (a *Attacker) targetsOnHonestHosts(tg Targets, n int) map[string][]string {
 			break
 		}
 		u := tg.URLs[i]
-		h := hostOf(u)
+		h := crawl.HostKeyOf(u)
 		if h == "" || a.member.Holds(self, h) {
 			continue
 		}
@@ -148,14 +148,6 @@ func (a *Attacker) targetsOnHonestHosts(tg Targets, n int) map[string][]string {
 		n--
 	}
 	return byHost
-}
-
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return crawl.HostKey(u)
 }
 
 // forgedDoc is a page that is not the web's.
@@ -276,7 +268,7 @@ func (a *Attacker) claimFlood(ctx context.Context, tg Targets) {
 // ownURL is a URL on a host the attacker owns by its view, "" if none.
 func (a *Attacker) ownURL(tg Targets) string {
 	for _, u := range tg.URLs {
-		if h := hostOf(u); h != "" && a.member.IsOwner(h) {
+		if h := crawl.HostKeyOf(u); h != "" && a.member.IsOwner(h) {
 			return "http://" + h + "/"
 		}
 	}
@@ -338,7 +330,7 @@ func (a *Attacker) farHosts(tg Targets, n int) []string {
 		if len(out) == n {
 			break
 		}
-		h := hostOf(tg.URLs[i])
+		h := crawl.HostKeyOf(tg.URLs[i])
 		if h == "" || seen[h] {
 			continue
 		}
@@ -426,7 +418,7 @@ func (a *Attacker) forgedAnswer(_ context.Context, _ peer.ID, _ []byte) ([]byte,
 		Total: 1_000_000,
 	}
 	if own != "" {
-		res.Candidates = append(res.Candidates, search.Candidate{URL: own + tok, Host: hostOf(own), Title: tok + ` <script>alert(1)</script>`})
+		res.Candidates = append(res.Candidates, search.Candidate{URL: own + tok, Host: crawl.HostKeyOf(own), Title: tok + ` <script>alert(1)</script>`})
 	}
 	a.count(ForgedAnswers, false)
 	return search.EncodeShardResponse(a.analyzer, nil, &res)

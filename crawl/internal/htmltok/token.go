@@ -539,34 +539,16 @@ func (z *Tokenizer) readDoctype() bool {
 // case-insensitively matches any element of ss.
 func (z *Tokenizer) startTagIn(ss ...string) bool {
 	for _, s := range ss {
-		if equalFoldASCII(z.buf[z.data.start:z.data.end], s) {
+		if equalFoldASCII(z.buf[z.data.start:z.data.end], []byte(s)) {
 			return true
 		}
 	}
 	return false
 }
 
-// equalFoldASCII reports whether b lower-cased in A-Z equals the lower-case
-// s.
-func equalFoldASCII(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// sameAttrKey reports whether two attribute keys are equal lower-cased in
-// A-Z.
-func sameAttrKey(a, b []byte) bool {
+// equalFoldASCII reports whether a and b are equal with their A-Z
+// lower-cased (the only folding of tag names and attribute keys).
+func equalFoldASCII(a, b []byte) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -664,7 +646,7 @@ func (z *Tokenizer) repeatedAttr() bool {
 	key := z.buf[z.pendingAttr[0].start:z.pendingAttr[0].end]
 	if len(z.attr) < attrScanMax {
 		for _, a := range z.attr {
-			if sameAttrKey(z.buf[a[0].start:a[0].end], key) {
+			if equalFoldASCII(z.buf[a[0].start:a[0].end], key) {
 				return true
 			}
 		}

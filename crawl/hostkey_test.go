@@ -1,22 +1,21 @@
-package node
+package crawl
 
 import (
 	"net/url"
 	"testing"
-
-	"sou/crawl"
 )
 
-// parsedHostOf is hostOf by url.Parse alone, the reference of its fast path.
-func parsedHostOf(raw string) string {
+// parsedHostKey is HostKeyOf by url.Parse alone, the reference of its
+// fast path.
+func parsedHostKey(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	return crawl.HostKey(u)
+	return HostKey(u)
 }
 
-var hostOfCases = []struct {
+var hostKeyOfCases = []struct {
 	raw   string
 	plain bool // read without url.Parse
 }{
@@ -55,30 +54,30 @@ var hostOfCases = []struct {
 	{"http://xn--fsqu00a.xn--0zwm56d/", true},
 }
 
-func TestHostOfFastPath(t *testing.T) {
-	for _, c := range hostOfCases {
-		_, plain := plainHostOf(c.raw)
+func TestHostKeyOfFastPath(t *testing.T) {
+	for _, c := range hostKeyOfCases {
+		_, plain := plainHostKey(c.raw)
 		if plain != c.plain {
 			t.Errorf("%q: read without parsing %v, want %v", c.raw, plain, c.plain)
 		}
-		if got, want := hostOf(c.raw), parsedHostOf(c.raw); got != want {
+		if got, want := HostKeyOf(c.raw), parsedHostKey(c.raw); got != want {
 			t.Errorf("%q: host %q, url.Parse gives %q", c.raw, got, want)
 		}
 	}
 }
 
-func FuzzHostOf(f *testing.F) {
-	for _, c := range hostOfCases {
+func FuzzHostKeyOf(f *testing.F) {
+	for _, c := range hostKeyOfCases {
 		f.Add(c.raw)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		if got, want := hostOf(raw), parsedHostOf(raw); got != want {
+		if got, want := HostKeyOf(raw), parsedHostKey(raw); got != want {
 			t.Fatalf("%q: host %q, url.Parse gives %q", raw, got, want)
 		}
 	})
 }
 
-func BenchmarkHostOf(b *testing.B) {
+func BenchmarkHostKeyOf(b *testing.B) {
 	urls := []string{
 		"http://help.libreoffice.test/zh-CN/text/shared/05/new_help.html",
 		"https://docs.python.test/3/library/os.path.html#os.path.join",
@@ -86,6 +85,6 @@ func BenchmarkHostOf(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		hostOf(urls[i%len(urls)])
+		HostKeyOf(urls[i%len(urls)])
 	}
 }
