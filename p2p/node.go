@@ -97,6 +97,7 @@ type counters struct {
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
 	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
 	claimBatchesSent, claimsBatched, claimBatchesReceived                     atomic.Uint64
+	deliveriesReceived                                                        atomic.Uint64
 	relayersBanned                                                            atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
@@ -159,6 +160,9 @@ type Stats struct {
 	// their registry, ClaimsBatched the claims in them;
 	// ClaimBatchesReceived the batches this node answered.
 	ClaimBatchesSent, ClaimsBatched, ClaimBatchesReceived uint64
+	// DeliveriesReceived counts the deliver messages (replicas, handoffs,
+	// any outbox topic but URLs) this node's handlers accepted.
+	DeliveriesReceived uint64
 	// OutboxFull counts records refused or dropped because a peer's outbox
 	// held MaxOutboxPerPeer records.
 	OutboxFull uint64
@@ -619,6 +623,7 @@ func (n *Node) Stats() Stats {
 		ClaimBatchesSent:     n.st.claimBatchesSent.Load(),
 		ClaimsBatched:        n.st.claimsBatched.Load(),
 		ClaimBatchesReceived: n.st.claimBatchesReceived.Load(),
+		DeliveriesReceived:   n.st.deliveriesReceived.Load(),
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),

@@ -137,5 +137,9 @@ func (n *Node) handleDeliverDecoded(ctx context.Context, from peer.ID, topic str
 	if h == nil {
 		return nil, fmt.Errorf("no handler for topic %q", topic)
 	}
-	return nil, h(ctx, from, payload)
+	if err := h(ctx, from, payload); err != nil {
+		return nil, err
+	}
+	n.st.deliveriesReceived.Add(1)
+	return nil, nil
 }

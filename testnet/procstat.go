@@ -165,6 +165,7 @@ func perNodeReport(ctx context.Context, l *launcher, atCrawlEnd, procs map[int]p
 				nf.HostsOwned, nf.PagesStored, nf.PagesHeld, nf.PostingsBytes = st.OwnedHosts, st.Index.Docs+int64(st.Index.Held), st.Index.Held, st.Index.PostingsBytes
 				nf.PagesAnalysed, nf.FormsReplayed, nf.FormsRefused = st.Index.PutsAnalysed, st.Index.FormsReplayed, st.Index.FormsRefused
 				nf.ClaimBatches, nf.ClaimsBatched = st.P2P.ClaimBatchesSent, st.P2P.ClaimsBatched
+				nf.DeliveriesReceived, nf.SyncRounds = st.P2P.DeliveriesReceived, st.SyncRounds
 				nf.AnchorUpdates = st.Index.AnchorUpdates
 			}
 		}

@@ -255,6 +255,12 @@ type NodeFigures struct {
 	// stream.
 	ClaimBatches  uint64 `json:"claim_batches"`
 	ClaimsBatched uint64 `json:"claims_batched"`
+	// DeliveriesReceived are the messages of its peers' outboxes
+	// (replicas, handoffs) it accepted; SyncRounds the fsyncs of its logs
+	// it made before acknowledging what peers sent (those messages and
+	// URL batches; node.Status).
+	DeliveriesReceived uint64 `json:"deliveries_received"`
+	SyncRounds         int    `json:"sync_rounds"`
 }
 
 // SlowSearch is one search of the query phase and where its time went.

@@ -151,6 +151,15 @@ func TestFourNodes(t *testing.T) {
 	if rep.Network.URLsForwarded == 0 {
 		t.Error("no URL was forwarded between nodes")
 	}
+	var deliveries uint64
+	syncs := 0
+	for _, n := range rep.PerNode {
+		deliveries += n.DeliveriesReceived
+		syncs += n.SyncRounds
+	}
+	if deliveries == 0 || syncs == 0 {
+		t.Errorf("%d deliveries and %d syncs counted: nothing was replicated durably", deliveries, syncs)
+	}
 }
 
 func TestRunConfigValidation(t *testing.T) {

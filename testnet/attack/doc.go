@@ -25,7 +25,8 @@
 //	                (sent as the member's claim batches, and signed and routed where views differ)
 //	url-flood       URL batches for foreign hosts as fast as the wire allows
 //	search-amp      shard requests for thousands of candidates and snippets, many at once
-//	idle-streams    streams that announce a large frame and send nothing
+//	idle-streams    streams that announce a large frame and send nothing (every other round: they
+//	                fill the per-peer stream cap, where the other classes would stop)
 //	forged-answers  the member's own shard answers: results for hosts it does not hold, impossible
 //	                statistics, HTML in snippets
 //	http            DNS-rebinding requests (foreign Host) to every honest node's HTTP API, spoofed
