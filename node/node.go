@@ -47,20 +47,28 @@ type Node struct {
 	disk     *diskGuard
 }
 
-// processWorkersPerCore sets the crawler's processing workers: three per
-// core, where the crawl package's default is two in all. A worker's Store
-// waits on the network, for the content claim's answer and then for the
-// replica's acknowledgement (given after the replica's group-commit sync),
-// and holds no core meanwhile. The pages waiting together go to the
-// replica in one message, which pays one stream, one set of the replica's
-// transactions and one sync, so more workers mean fewer, fuller messages;
-// a node alone on its machine keeps its cores busy while some wait
-// (BENCHMARKS.md, "Processing workers and recorded anchors, landed").
-const processWorkersPerCore = 3
+// processWorkersPerCore and processWorkersWaiting set the crawler's
+// processing workers: three per core for the CPU work of parsing and
+// analysing, and as many again as it takes for the workers that wait on
+// the network. A worker's Store waits for the content claim's answer and
+// then for the replica's acknowledgement (given after the replica's
+// group-commit sync, which waits for company: syncGap), and holds no core
+// meanwhile. The pages waiting together go to the replica in one message,
+// which pays one stream, one set of the replica's transactions and one
+// sync, so more waiting workers mean fewer, fuller messages; their number
+// depends on the network's round trips, not on the cores. A node alone
+// never waits, and its extra workers only queue for the cores
+// (BENCHMARKS.md, "Waiting workers and a sync gap").
+const (
+	processWorkersPerCore = 3
+	processWorkersWaiting = 18
+)
 
 // ProcessWorkers is the number of processing workers a node's crawler
 // runs on this machine.
-func ProcessWorkers() int { return processWorkersPerCore * runtime.GOMAXPROCS(0) }
+func ProcessWorkers() int {
+	return processWorkersPerCore*runtime.GOMAXPROCS(0) + processWorkersWaiting
+}
 
 // New opens the node's storage and network. Call Run to serve, and it
 // closes everything when it returns. Options are for the WAN simulator
@@ -88,7 +96,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (_ *
 	if err != nil {
 		return nil, err
 	}
-	n.syncs = newSyncer(n.db)
+	n.syncs = newSyncer(n.db, syncGap)
 	defer closeOnErr(n.db.Close)
 
 	n.ix, err = index.Open(n.db, IndexOptions(), log.With("component", "index"))

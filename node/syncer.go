@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -12,9 +13,14 @@ import (
 // (--sync acked) with one fsync of Badger's logs for every message that
 // asked since the last one began: group commit. A message that asks while
 // a sync is under way waits for the next, which covers it; under load many
-// messages share one.
+// messages share one. Rounds begin at least gap apart: a sync of Badger's
+// memory-mapped logs costs the node CPU (msync) whatever it covers, and
+// the messages it would have covered one by one come a few at a time
+// instead, which their senders' outboxes turn into fewer, fuller
+// messages.
 type syncer struct {
 	db      *badger.DB
+	gap     time.Duration
 	mu      sync.Mutex
 	running bool
 	next    *syncRound // the round new requests join
@@ -22,12 +28,19 @@ type syncer struct {
 	rounds  int // syncs made by the loop (Status.SyncRounds)
 }
 
+// syncGap is the least time between the starts of two sync rounds: a
+// delivery's acknowledgement waits at most this long for company, short
+// beside a replica's WaitMax (placement).
+const syncGap = 10 * time.Millisecond
+
 type syncRound struct {
 	done chan struct{}
 	err  error // set before done is closed
 }
 
-func newSyncer(db *badger.DB) *syncer { return &syncer{db: db, kick: make(chan struct{}, 1)} }
+func newSyncer(db *badger.DB, gap time.Duration) *syncer {
+	return &syncer{db: db, gap: gap, kick: make(chan struct{}, 1)}
+}
 
 // sync returns once a sync that began after the call has ended, or ctx
 // ends. Without the loop running (before Run, after it), it syncs itself.
@@ -73,12 +86,23 @@ func (s *syncer) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.round()
 	}()
+	var last time.Time // when the last round began
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
 		}
+		if wait := time.Until(last.Add(s.gap)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
 		s.round()
 	}
 }
