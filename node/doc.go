@@ -56,7 +56,10 @@
 // Durability of what peers deliver: with --sync acked (the default) the
 // node syncs Badger's logs before it acknowledges a replica, handoff or
 // URL batch, since the sender forgets what was acknowledged; --sync always
-// syncs every write, --sync none nothing.
+// syncs every write, --sync none nothing. The messages that ask meanwhile
+// share one sync, and syncs begin at least 10 ms apart (syncer.go), so
+// that the pages a crawler's many waiting workers store together reach
+// the replica in one message (ProcessWorkers).
 //
 // # The HTTP API and UI: who may ask what (httpguard.go, session.go)
 //
