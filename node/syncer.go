@@ -13,11 +13,11 @@ import (
 // (--sync acked) with one fsync of Badger's logs for every message that
 // asked since the last one began: group commit. A message that asks while
 // a sync is under way waits for the next, which covers it; under load many
-// messages share one. Rounds begin at least gap apart: a sync of Badger's
-// memory-mapped logs costs the node CPU (msync) whatever it covers, and
-// the messages it would have covered one by one come a few at a time
-// instead, which their senders' outboxes turn into fewer, fuller
-// messages.
+// messages share one. Rounds begin at least gap apart. A sync of
+// Badger's memory-mapped logs (msync) costs CPU however little it covers;
+// with the gap, messages that would each have had a sync share one, and
+// a sender's outbox, whose next message waits for this acknowledgement,
+// gathers more records into it.
 type syncer struct {
 	db      *badger.DB
 	gap     time.Duration
