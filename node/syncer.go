@@ -93,6 +93,12 @@ func (s *syncer) run(ctx context.Context) {
 			return
 		case <-s.kick:
 		}
+		s.mu.Lock()
+		pending := s.next != nil
+		s.mu.Unlock()
+		if !pending {
+			continue // a kick for requests an earlier round covered
+		}
 		if wait := time.Until(last.Add(s.gap)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
