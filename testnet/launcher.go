@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ type nodeProc struct {
 	args     []string // baseArgs plus the current bootstrap peers
 	baseArgs []string
 	bin      string
+	procs    int
 	logPath  string
 
 	mu     sync.Mutex
@@ -58,15 +60,17 @@ type launcher struct {
 	network  string
 	dns      string
 	ipPrefix string
+	// procs is every node's GOMAXPROCS (NodeProcs).
+	procs int
 
 	mu    sync.Mutex
 	nodes []*nodeProc
 }
 
-func newLauncher(bin, root, dns string) *launcher {
+func newLauncher(bin, root, dns string, procs int) *launcher {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	return &launcher{
-		bin: bin, root: root, dns: dns,
+		bin: bin, root: root, dns: dns, procs: procs,
 		network:  fmt.Sprintf("testnet-%08x", r.Uint32()),
 		ipPrefix: fmt.Sprintf("127.%d.%d.", 100+r.IntN(100), 1+r.IntN(250)),
 	}
@@ -77,7 +81,7 @@ func newLauncher(bin, root, dns string) *launcher {
 func (l *launcher) start(ctx context.Context, i int, bootstrap []string) (*nodeProc, error) {
 	ip := fmt.Sprintf("%s%d", l.ipPrefix, 10+i)
 	p := &nodeProc{
-		Index: i, IP: ip, HTTP: ip + ":7070", bin: l.bin,
+		Index: i, IP: ip, HTTP: ip + ":7070", bin: l.bin, procs: l.procs,
 		DataDir: filepath.Join(l.root, fmt.Sprintf("node-%02d", i)),
 		logPath: filepath.Join(l.root, fmt.Sprintf("node-%02d.log", i)),
 	}
@@ -109,6 +113,7 @@ func (p *nodeProc) spawn() error {
 		return fmt.Errorf("node %d log: %w", p.Index, err)
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = nodeEnv(os.Environ(), p.procs)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	// Own process group, and SIGKILL if the launcher itself dies, so a
@@ -132,6 +137,29 @@ func (p *nodeProc) spawn() error {
 	p.cmd, p.exited = cmd, exited
 	p.mu.Unlock()
 	return nil
+}
+
+// NodeProcs is the GOMAXPROCS a testnet gives each of nodes node
+// processes when it is not told one: the machine's cores shared among
+// them, at least one each. A testnet stands for nodes on machines of
+// their own; with every process scheduling the whole machine, each runs
+// more threads than it has cores, and the runtime's idle-time collector
+// work and spinning threads of one node take cores another node's work
+// waits for (BENCHMARKS.md, "Four nodes against one").
+func NodeProcs(nodes int) int {
+	return max(1, runtime.NumCPU()/max(nodes, 1))
+}
+
+// nodeEnv is a node process's environment: the launcher's, with
+// GOMAXPROCS set to procs (which wins over one inherited).
+func nodeEnv(base []string, procs int) []string {
+	env := make([]string, 0, len(base)+1)
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, fmt.Sprintf("GOMAXPROCS=%d", procs))
 }
 
 func (p *nodeProc) waitReady(ctx context.Context, limit time.Duration) error {

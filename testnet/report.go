@@ -15,13 +15,15 @@ import (
 // Report is what `sou testnet run --json` prints; see DESIGN.md "The
 // testnet report". Keys keep their meaning once introduced.
 type Report struct {
-	Nodes   int            `json:"nodes"`
-	Hosts   int            `json:"hosts"`
-	Pages   int            `json:"pages"`
-	Seed    int64          `json:"seed"`
-	Crawl   CrawlReport    `json:"crawl"`
-	Network *NetworkReport `json:"network,omitempty"`
-	Search  *SearchReport  `json:"search,omitempty"`
+	Nodes int `json:"nodes"`
+	// NodeProcs is every node process's GOMAXPROCS.
+	NodeProcs int            `json:"node_procs"`
+	Hosts     int            `json:"hosts"`
+	Pages     int            `json:"pages"`
+	Seed      int64          `json:"seed"`
+	Crawl     CrawlReport    `json:"crawl"`
+	Network   *NetworkReport `json:"network,omitempty"`
+	Search    *SearchReport  `json:"search,omitempty"`
 	// Hostile is filled by --hostile (see hostile.go).
 	Hostile *HostileReport `json:"hostile,omitempty"`
 	// PerNode has one entry per node process slot, in node order.

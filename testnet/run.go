@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,9 @@ type RunConfig struct {
 	// phase; HostileClasses selects their attack classes (nil = all).
 	Hostile        int
 	HostileClasses []string
+	// NodeProcs is every node process's GOMAXPROCS; 0 = the machine's
+	// cores shared among the nodes (NodeProcs).
+	NodeProcs int
 	// Progress receives a line now and then; nil = silent.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -132,6 +136,8 @@ func (c *RunConfig) Validate() error {
 		return errors.New("--crashes and --queries must not be negative")
 	case c.Hostile < 0 || c.Hostile > 8:
 		return errors.New("--hostile must be between 0 and 8")
+	case c.NodeProcs < 0 || c.NodeProcs > 1024:
+		return errors.New("--node-procs must be between 0 (the cores shared among the nodes) and 1024")
 	}
 	for _, cl := range c.HostileClasses {
 		if cl != "all" && !slices.Contains(attack.Classes, cl) {
@@ -242,7 +248,8 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 	setupCPU := selfCPUSeconds()
 	logf("simulated web: http %s, dns %s, %d required pages on %d hosts", web.HTTPAddr(), web.DNSAddr(), truth.Required, len(truth.Hosts))
 
-	l := newLauncher(cfg.Binary, dir, web.DNSAddr())
+	nodeProcs := cmp.Or(cfg.NodeProcs, NodeProcs(cfg.Nodes))
+	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), nodeProcs)
 	defer l.stopAll()
 	for i := 0; i < cfg.Nodes; i++ {
 		if _, err := l.start(ctx, i, l.bootstrapAddrs()); err != nil {
@@ -254,7 +261,7 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 	}
 	logf("%d nodes up in network %s; dir %s", cfg.Nodes, l.network, dir)
 
-	rep := &Report{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Seed: cfg.Seed}
+	rep := &Report{Nodes: cfg.Nodes, NodeProcs: nodeProcs, Hosts: cfg.Hosts, Pages: cfg.Pages, Seed: cfg.Seed}
 	procs := newProcSampler()
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()

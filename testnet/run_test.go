@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,6 +141,9 @@ func TestFourNodes(t *testing.T) {
 	if !rep.OK {
 		t.Fatalf("report not ok: %v", rep.Failures)
 	}
+	if rep.NodeProcs != NodeProcs(4) {
+		t.Errorf("node_procs %d, want %d", rep.NodeProcs, NodeProcs(4))
+	}
 	if rep.Crawl.HostsSharedByNodes > 0 {
 		t.Errorf("%d hosts were fetched by more than one node", rep.Crawl.HostsSharedByNodes)
 	}
@@ -162,12 +166,54 @@ func TestFourNodes(t *testing.T) {
 	}
 }
 
+func TestNodeProcs(t *testing.T) {
+	cores := runtime.NumCPU()
+	tests := []struct {
+		nodes, want int
+	}{
+		{1, cores},
+		{cores, 1},
+		{2 * cores, 1},
+		{0, cores},
+	}
+	for _, tc := range tests {
+		if got := NodeProcs(tc.nodes); got != tc.want {
+			t.Errorf("NodeProcs(%d) on %d cores = %d, want %d", tc.nodes, cores, got, tc.want)
+		}
+	}
+}
+
+// TestNodeEnv starts a process the way the launcher starts a node and
+// reads back the GOMAXPROCS it got, over one inherited from the launcher.
+func TestNodeEnv(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "7")
+	dir := t.TempDir()
+	p := &nodeProc{bin: "/bin/sh", args: []string{"-c", `echo "$GOMAXPROCS"; env | grep -c '^GOMAXPROCS='`}, procs: 3, logPath: filepath.Join(dir, "log")}
+	if err := p.spawn(); err != nil {
+		t.Fatal(err)
+	}
+	p.stopping.Store(true)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process did not end")
+	}
+	out, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); got != "3\n1\n" {
+		t.Errorf("the node's GOMAXPROCS and how often it is set: %q, want \"3\\n1\\n\"", got)
+	}
+}
+
 func TestRunConfigValidation(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  RunConfig
 	}{
 		{"no nodes", RunConfig{Nodes: 0, Hosts: 10, Pages: 100}},
+		{"negative node procs", RunConfig{Nodes: 1, Hosts: 10, Pages: 100, NodeProcs: -1}},
 		{"negative pages", RunConfig{Nodes: 1, Hosts: 10, Pages: -1}},
 		{"no web", RunConfig{Nodes: 1}},
 		{"pages below hosts", RunConfig{Nodes: 1, Hosts: 10, Pages: 5}},

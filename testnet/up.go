@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ type UpConfig struct {
 	Seed      int64
 	Sites     string
 	Misbehave []string
+	// NodeProcs is as in RunConfig.
+	NodeProcs int
 	Binary    string
 	Dir       string
 	Keep      bool
@@ -33,7 +36,7 @@ type UpConfig struct {
 // Up starts the simulated web and the nodes, seeds the crawl and shows
 // progress until ctx ends (Ctrl-C), then tears everything down.
 func Up(ctx context.Context, cfg UpConfig) error {
-	rc := RunConfig{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Sites: cfg.Sites}
+	rc := RunConfig{Nodes: cfg.Nodes, Hosts: cfg.Hosts, Pages: cfg.Pages, Sites: cfg.Sites, NodeProcs: cfg.NodeProcs}
 	if err := rc.Validate(); err != nil {
 		return err
 	}
@@ -68,7 +71,7 @@ func Up(ctx context.Context, cfg UpConfig) error {
 	fmt.Fprintf(out, "simulated web: http %s, dns %s, control %s\n", web.HTTPAddr(), web.DNSAddr(), web.ControlURL())
 	fmt.Fprintf(out, "               %d hosts, %d required pages\n", len(truth.Hosts), truth.Required)
 
-	l := newLauncher(cfg.Binary, dir, web.DNSAddr())
+	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), cmp.Or(cfg.NodeProcs, NodeProcs(cfg.Nodes)))
 	defer func() {
 		fmt.Fprintln(out, "stopping nodes…")
 		l.stopAll()

@@ -34,6 +34,7 @@ func newTestnetUpCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", 4, "number of sou node processes")
+	f.IntVar(&cfg.NodeProcs, "node-procs", 0, "GOMAXPROCS of every node process (0 = the machine's cores shared among the nodes, at least one each)")
 	f.IntVar(&cfg.Hosts, "hosts", 100, "synthetic hosts (0 with --sites for the real corpus only)")
 	f.IntVar(&cfg.Pages, "pages", 5000, "synthetic pages in total")
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic web")
