@@ -3,6 +3,11 @@
 // the WAN simulator, and the reports computed from what the simulated web
 // saw.
 //
+// The launcher starts each node with a share of the machine's cores as
+// its GOMAXPROCS (NodeProcs, --node-procs): a testnet stands for nodes on
+// machines of their own, and processes that each schedule the whole
+// machine take cores from one another's work.
+//
 // Report decisions of `sou testnet run`:
 //   - The network section's owner spreads and each per_node entry's
 //     truth_* keys split the web's hosts (keyed as the nodes key them,
