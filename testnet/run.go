@@ -121,6 +121,9 @@ func (t trigger) due(fraction float64, elapsed time.Duration) bool {
 	return fraction >= t.fraction
 }
 
+// nodeProcs is NodeProcs as configured, else the cores' share.
+func (c *RunConfig) nodeProcs() int { return cmp.Or(c.NodeProcs, NodeProcs(c.Nodes)) }
+
 // Validate reports the first problem with c.
 func (c *RunConfig) Validate() error {
 	switch {
@@ -248,7 +251,7 @@ func Run(ctx context.Context, cfg RunConfig) (_ *Report, runErr error) {
 	setupCPU := selfCPUSeconds()
 	logf("simulated web: http %s, dns %s, %d required pages on %d hosts", web.HTTPAddr(), web.DNSAddr(), truth.Required, len(truth.Hosts))
 
-	nodeProcs := cmp.Or(cfg.NodeProcs, NodeProcs(cfg.Nodes))
+	nodeProcs := cfg.nodeProcs()
 	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), nodeProcs)
 	defer l.stopAll()
 	for i := 0; i < cfg.Nodes; i++ {

@@ -1,7 +1,6 @@
 package testnet
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -71,7 +70,7 @@ func Up(ctx context.Context, cfg UpConfig) error {
 	fmt.Fprintf(out, "simulated web: http %s, dns %s, control %s\n", web.HTTPAddr(), web.DNSAddr(), web.ControlURL())
 	fmt.Fprintf(out, "               %d hosts, %d required pages\n", len(truth.Hosts), truth.Required)
 
-	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), cmp.Or(cfg.NodeProcs, NodeProcs(cfg.Nodes)))
+	l := newLauncher(cfg.Binary, dir, web.DNSAddr(), rc.nodeProcs())
 	defer func() {
 		fmt.Fprintln(out, "stopping nodes…")
 		l.stopAll()
