@@ -145,7 +145,7 @@ func (p *nodeProc) spawn() error {
 // their own; with every process scheduling the whole machine, each runs
 // more threads than it has cores, and the runtime's idle-time collector
 // work and spinning threads of one node take cores another node's work
-// waits for (BENCHMARKS.md, "Four nodes against one").
+// waits for.
 func NodeProcs(nodes int) int {
 	return max(1, runtime.NumCPU()/max(nodes, 1))
 }
