@@ -354,6 +354,10 @@ type Status struct {
 	// acknowledging peers' deliveries (--sync acked), each shared by the
 	// messages that asked while the previous one ran.
 	SyncRounds int `json:"sync_rounds"`
+	// StoresDetached counts the Stores of pages and fetch markers that
+	// returned before their replicas held them (storeItem); the others
+	// waited for the replicas.
+	StoresDetached int64 `json:"stores_detached"`
 	// Placement counts where this node's hosts stand (placement.Summary).
 	Placement placement.Summary `json:"placement"`
 	// DiskFree is the free space under the data directory at the last
@@ -374,6 +378,7 @@ func (n *Node) Status(ctx context.Context) Status {
 		HandoffPages: n.place.sent.Load(), HandoffReceived: n.place.received.Load(),
 		HandoffRefused:   n.place.refused.Load(),
 		HandoffAbandoned: n.place.abandoned.Load(),
+		StoresDetached:   n.place.storesDetached.Load(),
 		Placement:        n.place.summary(ctx),
 		DiskFree:         n.disk.lastFree.Load(), DiskLow: n.disk.Low(),
 	}

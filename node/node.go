@@ -50,15 +50,14 @@ type Node struct {
 // processWorkersPerCore and processWorkersWaiting set the crawler's
 // processing workers: three per core for the CPU work of parsing and
 // analysing, and 18 more that may wait on the network meanwhile. A
-// worker's Store waits for the content claim's answer and then for the
-// replica's acknowledgement (given after the replica's group-commit sync,
-// which waits for company: syncGap), and holds no core meanwhile. The
-// pages waiting together go to the replica in one message, which pays one
-// stream, one set of the replica's transactions and one sync, so more
-// waiting workers mean fewer, fuller messages; how many may wait depends
-// on the network's round trips, not on the cores. A node alone never
-// waits, and its extra workers only queue for the cores (BENCHMARKS.md,
-// "Waiting workers and a sync gap").
+// worker's Store waits for the content claim's answer and, when
+// DetachedStores others already returned before their replicas held
+// them (storeItem), for the replica's acknowledgement (given after the
+// replica's group-commit sync, which waits for company: syncGap); it
+// holds no core meanwhile. How many may wait depends on the network's
+// round trips, not on the cores. A node alone never waits, and its extra
+// workers only queue for the cores (BENCHMARKS.md, "Waiting workers and
+// a sync gap", "Stores that return first").
 const (
 	processWorkersPerCore = 3
 	processWorkersWaiting = 18

@@ -304,7 +304,7 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 			delete(m.Anchors, u)
 		}
 	}
-	// The sender's Store waits for this answer (group commit). The
+	// The sender's Store may wait for this answer (group commit). The
 	// owner's analysed forms are trusted as its pages' text is: it was
 	// authorised for their hosts just above.
 	if err := d.ix.PutAnalysedBatch(ctx, own.docs, own.forms); err != nil {

@@ -48,10 +48,16 @@ type placer struct {
 	life context.Context
 	stop context.CancelFunc
 	work sync.WaitGroup
-	// waits are the Stores waiting for their replicas, by Await ID (the
-	// loop's alone); nextWait numbers them.
+	// waits are the Stores waiting for their replicas, by Await ID, and
+	// detached the waits of Stores that returned first (the loop's alone);
+	// nextWait numbers them.
 	waits    map[uint64]chan placement.Action
+	detached map[uint64]detachedItem
 	nextWait atomic.Uint64
+	// maxDetached bounds detached (the loop's; DetachedStores);
+	// storesDetached counts the Stores that returned first.
+	maxDetached    int
+	storesDetached atomic.Int64
 	// mail are events posted without waiting for the loop (post).
 	mailMu     sync.Mutex
 	mail       []placement.Event
@@ -148,6 +154,7 @@ func newPlacer(cfg placement.Config, net messenger, store hostStore, log *slog.L
 	p := &placer{
 		m: placement.New(cfg, saved, time.Now()), net: net, store: store, log: log, errs: errs,
 		inbox: make(chan func()), stopped: make(chan struct{}), waits: map[uint64]chan placement.Action{},
+		detached: map[uint64]detachedItem{}, maxDetached: DetachedStores(),
 		mailSignal: make(chan struct{}, 1), intakeLow: func() bool { return false },
 		refusalLog: rate.NewLimiter(rate.Every(10*time.Second), 1),
 	}
@@ -314,10 +321,14 @@ func (p *placer) act(ctx context.Context, a placement.Action) {
 		}
 		p.m.Step(time.Now(), placement.Hosts{Hosts: hosts})
 	case placement.Release:
-		p.notify(a.ID, a)
-		delete(p.waits, a.ID)
+		if !p.endDetached(a.ID, a) {
+			p.notify(a.ID, a)
+			delete(p.waits, a.ID)
+		}
 	case placement.Copy:
-		p.notify(a.ID, a)
+		if !p.endDetached(a.ID, a) {
+			p.notify(a.ID, a)
+		}
 	case placement.SendManifest:
 		p.goSend(ctx, a.To, topicManifest, peermsg.EncodeManifest(peermsg.Manifest{Hosts: a.Hosts}))
 	case placement.Hint:

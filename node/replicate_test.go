@@ -13,10 +13,12 @@ import (
 	"sou/p2p"
 )
 
-// TestStoreWaitsForReplica: Store returns only once the host's other
-// replica holds the page (group commit), and the owner keeps its own
-// marker for a page it did not index, so that it can take the host over
-// again after handing it back.
+// TestStoreWaitsForReplica: without a free slot for a detached wait, Store
+// returns only once the host's other replica holds the page (group
+// commit), and the owner keeps its own marker for a page it did not
+// index, so that it can take the host over again after handing it back.
+// With slots, Stores return first, no more at a time than the slots, and
+// the replica gets every page all the same.
 func TestStoreWaitsForReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
@@ -42,6 +44,13 @@ func TestStoreWaitsForReplica(t *testing.T) {
 	if replica == nil {
 		t.Fatalf("no other replica of %s among %v", host, owner.net.Replicas(host))
 	}
+	setDetached := func(n int) {
+		t.Helper()
+		if err := owner.place.do(ctx, func() { owner.place.maxDetached = n }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDetached(0)
 	s := &sink{n: owner}
 	for i := range 5 {
 		p := htmlPage(host, fmt.Sprintf("/page-%d", i), fmt.Sprintf("page %d", i), fmt.Sprintf("the text of page number %d", i))
@@ -52,6 +61,9 @@ func TestStoreWaitsForReplica(t *testing.T) {
 		if _, err := replica.ix.Get(ctx, p.URL); err != nil {
 			t.Fatalf("replica does not hold %s when Store returned: %v", p.URL, err)
 		}
+	}
+	if n := owner.place.storesDetached.Load(); n != 0 {
+		t.Fatalf("%d Stores returned first without a slot", n)
 	}
 	// It synced its logs before acknowledging them (--sync acked, the
 	// default), in rounds its status counts.
@@ -91,10 +103,67 @@ func TestStoreWaitsForReplica(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// With two slots, Stores return first, at most two at a time: one
+	// that found none waited, and the replica held its page (and those
+	// queued before it) when it returned. Every page reaches the replica.
+	setDetached(2)
+	var urls []string
+	for i := range 12 {
+		p := htmlPage(host, fmt.Sprintf("/detached-%d", i), fmt.Sprintf("detached %d", i), fmt.Sprintf("the text of detached page %d", i))
+		before := owner.place.storesDetached.Load()
+		if err := s.Store(ctx, p); err != nil {
+			t.Fatalf("Store %s: %v", p.URL, err)
+		}
+		urls = append(urls, p.URL)
+		var open int
+		if err := owner.place.do(ctx, func() { open = len(owner.place.detached) }); err != nil {
+			t.Fatal(err)
+		}
+		if open > 2 {
+			t.Fatalf("%d detached waits open, want at most 2", open)
+		}
+		if owner.place.storesDetached.Load() > before {
+			continue // returned first
+		}
+		for _, u := range urls {
+			if _, err := replica.ix.Get(ctx, u); err != nil {
+				t.Fatalf("replica does not hold %s when a Store that waited returned: %v", u, err)
+			}
+		}
+	}
+	if n := owner.place.storesDetached.Load(); n == 0 {
+		t.Error("no Store returned first with 2 slots")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, u := range urls {
+		for {
+			_, err := replica.ix.Get(ctx, u)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica never held %s: %v", u, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for {
+		var open int
+		if err := owner.place.do(ctx, func() { open = len(owner.place.detached) }); err != nil {
+			t.Fatal(err)
+		}
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d detached waits still open after every page was held", open)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	// The wait ends with the context.
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
-	if err := owner.place.storeItem(cctx, host, [][]byte{record(recMarker, "http://"+host+"/cancelled")}, func() error { return nil }); err == nil {
+	if err := owner.place.storeItem(cctx, host, [][]byte{record(recMarker, "http://"+host+"/cancelled")}, func() error { return nil }, false); err == nil {
 		t.Error("a Store with a cancelled context returned nil")
 	}
 }
@@ -143,7 +212,18 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 		}
 		return p.URL
 	}
-	store(0) // while the replica is there: the owner has seen it as one
+	outboxKeys := func(n *Node) int {
+		_, byPeer := n.net.Outbox().Depth(topicReplica)
+		return byPeer[replicaID]
+	}
+	// While the replica is there, so that the owner has seen it as one;
+	// Store may return before it is delivered.
+	store(0)
+	for delivered := time.Now().Add(10 * time.Second); outboxKeys(owner) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(delivered) {
+			t.Fatal("the first page never reached the replica")
+		}
+	}
 	stops[replicaAt]()
 	var urls []string
 	for i := range 3 {
@@ -152,10 +232,6 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 	notFetched := &crawl.Page{URL: "http://" + host + "/gone", Host: host, Status: 404}
 	if err := s.Store(ctx, notFetched); err != nil {
 		t.Fatalf("Store %s: %v", notFetched.URL, err)
-	}
-	outboxKeys := func(n *Node) int {
-		_, byPeer := n.net.Outbox().Depth(topicReplica)
-		return byPeer[replicaID]
 	}
 	// Store returned: the owner's outbox holds every item for the replica.
 	if got := outboxKeys(owner); got != len(urls)+1 {

@@ -45,11 +45,15 @@ const (
 )
 
 const (
-	// replicaLinger is how long an item nobody waits for (markers,
-	// sitemaps, anchors, queued URLs) waits for company: half the
-	// requests of a crawl end without a page, and a message each would
-	// double the messages.
-	replicaLinger = 300 * time.Millisecond
+	// ReplicaLinger is how long an item nobody waits for (markers,
+	// sitemaps, anchors, queued URLs, the pages of Stores that returned
+	// first) waits for company, before a replica queue's first message
+	// and between its messages (p2p.OutboxTopic): half the requests of a
+	// crawl end without a page, and the pages of one host reach its
+	// replica a few a second, so a message each would multiply the
+	// messages, and each pays a stream write, the replica's transactions
+	// and its sync.
+	ReplicaLinger = 300 * time.Millisecond
 	// replicaSendTimeout bounds one replica message (a stream on the dead
 	// connection of a killed peer hangs until then): short, so that a
 	// replica that was killed and restarted gets its queue soon after it
@@ -71,7 +75,7 @@ func (p *placer) replicaTopic(ix *index.Index) p2p.OutboxTopic {
 		},
 		Delivered:   func(to peer.ID, seq uint64) { p.post(placement.Delivered{Peer: to, Seq: seq}) },
 		Failed:      func(to peer.ID, _ error) { p.post(placement.Undelivered{Peer: to}) },
-		Linger:      replicaLinger,
+		Linger:      ReplicaLinger,
 		MaxRecords:  replicaBatchRecords,
 		SendTimeout: replicaSendTimeout,
 	}
@@ -177,12 +181,37 @@ func replicaBatch(ctx context.Context, ix *index.Index, recs [][]byte) ([]byte, 
 // index), then the records go into the outbox of every target, then the
 // wait. A replica that missed them gets a stand-in (placement's Copy)
 // before the wait ends.
-func (p *placer) storeItem(ctx context.Context, host string, recs [][]byte, write func() error) error {
+//
+// A detachable Store (a page or a fetch marker, which a replica that
+// takes the host over can fetch again) returns before the wait ends
+// while fewer than DetachedStores others have: its records linger in the
+// outbox for company (ReplicaLinger) and the loop sees the wait through.
+// A Store that waits sends its records at once, and since one host's
+// pages come a few a second, its message carries them alone; so the
+// pages travel in bulk, and the bound keeps what a kill leaves to fetch
+// again, and how far the crawl runs ahead of its replicas, to a few
+// times the processing workers. Queued URLs always wait: the member that
+// forwarded them forgets them once this node acknowledges them, so they
+// cannot be fetched again from anywhere else.
+func (p *placer) storeItem(ctx context.Context, host string, recs [][]byte, write func() error, detachable bool) error {
 	id := p.nextWait.Add(1)
 	ch := make(chan placement.Action, 2)
 	var targets []placement.Target
-	if err := p.do(ctx, func() {
+	detach := false
+	// A detached wait is registered and stepped whatever happens to ctx
+	// (only the loop's end stops it), so that its slot is freed.
+	loopCtx := ctx
+	if detachable {
+		loopCtx = context.WithoutCancel(ctx)
+	}
+	if err := p.do(loopCtx, func() {
 		targets = p.m.Targets(time.Now(), host)
+		if detachable && len(p.detached) < p.maxDetached {
+			detach = true
+			p.detached[id] = detachedItem{host: host, recs: recs}
+			p.storesDetached.Add(1)
+			return
+		}
 		p.waits[id] = ch
 	}); err != nil {
 		return fmt.Errorf("replica targets of %s: %w", host, err)
@@ -194,16 +223,20 @@ func (p *placer) storeItem(ctx context.Context, host string, recs [][]byte, writ
 	pending := map[peer.ID]uint64{}
 	if werr == nil {
 		for _, t := range targets {
-			seq, err := p.append(t.Peer, recs, t.Wait)
+			seq, err := p.append(t.Peer, recs, t.Wait && !detach)
 			if err == nil && t.Wait {
 				pending[t.Peer] = seq
 			}
 		}
 	}
-	if err := p.stepIn(ctx, placement.Await{ID: id, Host: host, Pending: pending}); err != nil {
+	await := placement.Await{ID: id, Host: host, Pending: pending}
+	if detach {
+		await.Grace = ReplicaLinger
+	}
+	if err := p.stepIn(loopCtx, await); err != nil {
 		return fmt.Errorf("wait for replicas: %w", err)
 	}
-	if werr != nil {
+	if werr != nil || detach {
 		return werr
 	}
 	for {
@@ -226,6 +259,42 @@ func (p *placer) storeItem(ctx context.Context, host string, recs [][]byte, writ
 	}
 }
 
+// detachedItem is what the loop keeps of a Store that returned before
+// its wait ended: enough to give a stand-in a copy.
+type detachedItem struct {
+	host string
+	recs [][]byte
+}
+
+// DetachedStores bounds the Stores whose wait goes on after they
+// returned, and so the pages a node killed leaves its replicas to fetch
+// again beyond those it was processing (the testnet's orphansPerKill
+// counts both). It has to hold the pages stored while a message lingers
+// and travels (ReplicaLinger and a round trip, at a few hundred pages a
+// second), or Stores find no slot and wait, and messages are small again.
+func DetachedStores() int { return 4 * ProcessWorkers() }
+
+// endDetached ends a detached Store's wait on the loop: a Release frees
+// its slot, a Copy puts its records into the stand-in's outbox and adds
+// that to the wait. It reports whether id was a detached Store's.
+func (p *placer) endDetached(id uint64, a placement.Action) bool {
+	it, ok := p.detached[id]
+	if !ok {
+		return false
+	}
+	c, ok := a.(placement.Copy)
+	if !ok {
+		delete(p.detached, id)
+		return true
+	}
+	seq, err := p.append(c.To, it.recs, true)
+	if err != nil {
+		seq = 0
+	}
+	p.post(placement.Await{ID: id, Host: it.host, Pending: map[peer.ID]uint64{c.To: seq}})
+	return true
+}
+
 // append keeps records for to; the error is logged.
 func (p *placer) append(to peer.ID, recs [][]byte, urgent bool) (uint64, error) {
 	if p.intakeLow() {
@@ -244,7 +313,7 @@ func (p *placer) append(to peer.ID, recs [][]byte, urgent bool) (uint64, error) 
 func (p *placer) replicateWaiting(ctx context.Context, byHost map[string][][]byte) error {
 	errs := make(chan error, len(byHost))
 	for h, recs := range byHost {
-		go func() { errs <- p.storeItem(ctx, h, recs, nil) }()
+		go func() { errs <- p.storeItem(ctx, h, recs, nil, false) }()
 	}
 	all := make([]error, 0, len(byHost))
 	for range byHost {
@@ -358,9 +427,9 @@ const maxBufferedItems = 20000
 // flushItems keeps this node's own fetch markers and sitemap reads (under
 // the keys a replica keeps them: should it hand the host back and take it
 // over again, they tell it what it settled itself) and replicates them,
-// every replicaLinger until ctx ends.
+// every ReplicaLinger until ctx ends.
 func (p *placer) flushItems(ctx context.Context, data *hostData) {
-	t := time.NewTicker(replicaLinger)
+	t := time.NewTicker(ReplicaLinger)
 	defer t.Stop()
 	for {
 		select {

@@ -55,12 +55,14 @@ func (s *sink) Forward(ctx context.Context, links []crawl.Discovered) error {
 // their anchors with the forwarded URL. Same-host anchors count too: on
 // documentation sites they are the best description of a page.
 //
-// Store returns once the replicas placement waits for hold the page (or
-// the marker of a page not indexed), or after its WaitMax: group commit.
-// It runs on the crawler's processing workers, which may block (the
-// crawler's Sink contract asks Store to be durable when it returns); a
-// cancelled ctx ends the wait with an error, and the crawler then
-// processes the page again after a restart (Store is idempotent).
+// Store returns once the page (or the marker of a page not indexed) is
+// stored here and in the replica outboxes, and, unless a slot for a
+// detached wait was free (storeItem), once the replicas placement waits
+// for hold it, or after its WaitMax: group commit. It runs on the
+// crawler's processing workers, which may block (the crawler's Sink
+// contract asks Store to be durable when it returns); a cancelled ctx
+// ends a wait with an error, and the crawler then processes the page
+// again after a restart (Store is idempotent).
 func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 	n := s.n
 	n.metrics.observeFetch(p)
@@ -105,7 +107,7 @@ func (s *sink) Store(ctx context.Context, p *crawl.Page) error {
 			}
 		}
 		return n.inbound.addAnchors(ctx, anchors)
-	})
+	}, true)
 }
 
 // storeUnindexed keeps a fetched page that is not indexed here as a fetch
@@ -149,20 +151,20 @@ func (s *sink) Queue(ctx context.Context, _, _ string, links []crawl.Discovered)
 }
 
 // storeMarker keeps a fetch marker for a URL settled without a page and
-// waits for the replicas to hold it.
+// replicates it as Store does a page.
 func (s *sink) storeMarker(ctx context.Context, host, u string) error {
 	n := s.n
 	marker := []peermsg.Fetched{{Host: host, URL: u}}
 	return n.place.storeItem(ctx, host, [][]byte{record(recMarker, u)}, func() error {
 		return n.data.keep(marker, nil, nil, marker)
-	})
+	}, true)
 }
 
 // Fetched tells the host's replicas about a URL settled without a page.
 // Sitemaps come through SitemapRead, with what they listed. The crawler
 // calls it from its fetch workers and it must not block, so it does not
 // wait like Store: the marker is kept and replicated within
-// replicaLinger, with what else was settled meanwhile.
+// ReplicaLinger, with what else was settled meanwhile.
 func (s *sink) Fetched(host, url string, sitemap bool) {
 	if sitemap {
 		return

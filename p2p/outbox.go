@@ -36,8 +36,12 @@ type OutboxTopic struct {
 	Delivered func(to peer.ID, seq uint64)
 	Failed    func(to peer.ID, err error)
 	// Linger is how long a record appended without urgency waits for
-	// company; MaxRecords caps the records read for one batch;
-	// SendTimeout bounds one delivery.
+	// company, before a queue's first message and between its messages:
+	// after a message that took fewer records than it could, the sender
+	// lingers again, so that records appended while it was in flight
+	// travel together; after a full one it sends the next at once. An
+	// urgent Append ends a linger. MaxRecords caps the records read for
+	// one batch; SendTimeout bounds one delivery.
 	Linger      time.Duration
 	MaxRecords  int
 	SendTimeout time.Duration
@@ -524,9 +528,10 @@ func (o *Outbox) delete(q queue, keys [][]byte) error {
 	return nil
 }
 
-// senderLoop drains q: batch, send, delete on ack; back off exponentially
-// (with jitter) while the peer is unreachable; re-route URL records when
-// the peer is no longer a member; end once the queue is empty.
+// senderLoop drains q: batch, send, delete on ack, linger between
+// messages as the topic says; back off exponentially (with jitter) while
+// the peer is unreachable; re-route URL records when the peer is no
+// longer a member; end once the queue is empty.
 func (o *Outbox) senderLoop(q queue, sig *senderSignals) {
 	n := o.n
 	backoff := time.Duration(0)
@@ -597,7 +602,10 @@ func (o *Outbox) await(q queue, sig *senderSignals, backoff time.Duration) bool 
 	return true
 }
 
-// deliverOnce sends one batch of q and reports whether records remain.
+// deliverOnce sends one batch of q and reports whether to send again at
+// once: records may remain (for a topic that lingers, only after a full
+// message; the records appended meanwhile left a signal that ends the
+// sender's next wait).
 func (o *Outbox) deliverOnce(q queue) (more bool, err error) {
 	n := o.n
 	if q.topic == TopicURLs {
@@ -621,20 +629,29 @@ func (o *Outbox) deliverOnce(q queue) (more bool, err error) {
 	if !ok {
 		return false, fmt.Errorf("p2p: outbox topic %q has no sender", q.topic)
 	}
-	entries, err := o.read(q, max(t.MaxRecords, 1), n.cfg.MaxMessageBytes/2)
+	limit := max(t.MaxRecords, 1)
+	entries, err := o.read(q, limit, n.cfg.MaxMessageBytes/2)
 	if err != nil || len(entries) == 0 {
 		return false, err
 	}
-	err = o.deliverBatch(q, t, entries)
-	if err != nil && t.Failed != nil {
-		t.Failed(q.peer, err)
+	used, err := o.deliverBatch(q, t, entries)
+	if err != nil {
+		if t.Failed != nil {
+			t.Failed(q.peer, err)
+		}
+		return true, err
 	}
-	return true, err
+	if t.Linger > 0 {
+		// A message with room to spare took every record there was:
+		// the next ones linger for company (senderLoop).
+		return used < len(entries) || len(entries) >= limit, nil
+	}
+	return true, nil
 }
 
-// deliverBatch sends one message of a topic's records and deletes what it
-// carried once acknowledged.
-func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) error {
+// deliverBatch sends one message of a topic's records, deletes what it
+// carried once acknowledged, and returns how many records that was.
+func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) (int, error) {
 	n := o.n
 	timeout := t.SendTimeout
 	if timeout <= 0 {
@@ -648,7 +665,7 @@ func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) err
 	}
 	msg, used, err := t.Batch(ctx, q.peer, recs)
 	if err != nil {
-		return fmt.Errorf("p2p: batch %s for %s: %w", q.topic, q.peer, err)
+		return 0, fmt.Errorf("p2p: batch %s for %s: %w", q.topic, q.peer, err)
 	}
 	used = min(max(used, 1), len(entries))
 	if msg != nil {
@@ -661,7 +678,7 @@ func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) err
 			o.mu.Unlock()
 		}()
 		if _, _, err := n.callParts(ctx, q.peer, n.protoDeliver, deliverHead(q.topic), msg); err != nil {
-			return fmt.Errorf("p2p: deliver %s to %s: %w", q.topic, q.peer, err)
+			return 0, fmt.Errorf("p2p: deliver %s to %s: %w", q.topic, q.peer, err)
 		}
 	}
 	keys := make([][]byte, used)
@@ -669,12 +686,12 @@ func (o *Outbox) deliverBatch(q queue, t OutboxTopic, entries []outboxEntry) err
 		keys[i] = e.key
 	}
 	if err := o.delete(q, keys); err != nil {
-		return err
+		return 0, err
 	}
 	if t.Delivered != nil {
 		t.Delivered(q.peer, entries[used-1].seq)
 	}
-	return nil
+	return used, nil
 }
 
 func (n *Node) nextBackoff(cur time.Duration) time.Duration {

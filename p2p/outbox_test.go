@@ -138,6 +138,82 @@ func TestOutboxTopics(t *testing.T) {
 	}
 }
 
+// TestOutboxLingersBetweenMessages: records of a lingering topic appended
+// while one of its messages is in flight wait the topic's Linger after it
+// and go together in the next message, not in a message of their own at
+// once; after a full message the next goes at once.
+func TestOutboxLingersBetweenMessages(t *testing.T) {
+	const (
+		topic  = "test/1"
+		linger = time.Second
+	)
+	b := startNode(t, nil, nil)
+	type message struct {
+		payload string
+		at      time.Time
+	}
+	var mu sync.Mutex
+	var got []message
+	hold := make(chan struct{})
+	b.SetDeliverHandler(topic, func(_ context.Context, _ peer.ID, payload []byte) error {
+		mu.Lock()
+		got = append(got, message{string(payload), time.Now()})
+		first := len(got) == 1
+		mu.Unlock()
+		if first {
+			<-hold // the first message stays in flight until released
+		}
+		return nil
+	})
+	messages := func() []message {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	a := startNode(t, nil, []*testNode{b})
+	var log topicLog
+	tp := log.topic(3)
+	tp.Linger = linger
+	a.Outbox().SetTopic(topic, tp)
+	waitFor(t, 10*time.Second, "membership", func() bool { return knows(a, b.ID()) && knows(b, a.ID()) })
+	appendOne := func(rec string) {
+		t.Helper()
+		if _, err := a.Outbox().Append(b.ID(), topic, [][]byte{[]byte(rec)}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	appendOne("0")
+	waitFor(t, 10*time.Second, "the first message", func() bool { return len(messages()) == 1 })
+	appendOne("1")
+	released := time.Now()
+	close(hold)
+	time.Sleep(linger / 10)
+	appendOne("2")
+	waitFor(t, 10*time.Second, "the second message", func() bool { return len(messages()) == 2 })
+	m := messages()[1]
+	if m.payload != "1,2" {
+		t.Errorf("second message %q, want \"1,2\": the records appended in flight and after it, together", m.payload)
+	}
+	if waited := m.at.Sub(released); waited < linger*9/10 {
+		t.Errorf("second message %v after the first was released, want at least the linger (%v)", waited, linger)
+	}
+
+	// Five records: a full message of three, and the other two at once
+	// after it.
+	for i := range 5 {
+		appendOne(fmt.Sprint(3 + i))
+	}
+	waitFor(t, 10*time.Second, "two more messages", func() bool { return len(messages()) == 4 })
+	ms := messages()
+	if ms[2].payload != "3,4,5" || ms[3].payload != "6,7" {
+		t.Errorf("messages %q and %q, want \"3,4,5\" and \"6,7\"", ms[2].payload, ms[3].payload)
+	}
+	if gap := ms[3].at.Sub(ms[2].at); gap > linger/2 {
+		t.Errorf("%v between a full message and the next, want no linger", gap)
+	}
+}
+
 // TestOutboxMovesLegacyURLRecords: URL records kept under the earlier key
 // scheme are delivered after an upgrade.
 func TestOutboxMovesLegacyURLRecords(t *testing.T) {

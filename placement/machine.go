@@ -41,7 +41,8 @@ type Config struct {
 	// hosts it would hold: a replica killed and restarted comes back with
 	// what was stored while it was away.
 	KeepAway time.Duration
-	// WaitMax bounds a stored page's wait for its replicas.
+	// WaitMax bounds a stored page's wait for its replicas (beyond an
+	// Await's Grace).
 	WaitMax time.Duration
 	// List is how often the crawler's hosts are listed (new ones are
 	// taken over); Rebalance how often all of them are looked at again (it

@@ -365,6 +365,23 @@ func TestReplicationWaits(t *testing.T) {
 	if got, want := m.Targets(at(5), host), []Target{{replica, true}}; !slices.Equal(got, want) {
 		t.Fatalf("targets once the replica delivered again: %v, want %v", got, want)
 	}
+	// An item that lingers in the outbox first (Grace) is waited for that
+	// much longer before its holder is suspected.
+	m.Step(at(6), Await{ID: 4, Host: host, Pending: map[peer.ID]uint64{replica: 13}, Grace: 300 * time.Millisecond})
+	m.Step(at(6.6), Tick{})
+	if c := ready[Copy](m); len(c) != 0 {
+		t.Fatalf("copies %v within WaitMax and the grace", c)
+	}
+	m.Step(at(6.81), Tick{})
+	if c := ready[Copy](m); len(c) != 1 || c[0].ID != 4 || c[0].To != stand {
+		t.Fatalf("copies %v after WaitMax and the grace, want item 4 to the stand-in", c)
+	}
+	m.Step(at(6.81), Await{ID: 4, Host: host, Pending: map[peer.ID]uint64{stand: 14}})
+	m.Step(at(6.9), Delivered{Peer: stand, Seq: 14})
+	m.Step(at(7), Delivered{Peer: replica, Seq: 15})
+	if r := ready[Release](m); len(r) != 1 || r[0].ID != 4 {
+		t.Fatalf("releases %v, want 4", r)
+	}
 	// A holder that left gets the items without a wait for KeepAway,
 	// then its outbox is dropped.
 	m.Step(at(10), Left{Peer: replica})

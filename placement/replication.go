@@ -11,13 +11,17 @@ import (
 // waits (group commit). Every item a node stores for a host it holds
 // (page, fetch marker, sitemap read, anchors) goes into a durable
 // per-peer outbox for each Target; the outbox delivers it and reports
-// Delivered. A Store waits (Await) until the targets it was told to wait
-// for delivered its item, or WaitMax passed: a page counts as fetched
-// once the member that would take its host over holds it, so a node
-// killed right after Store leaves that member nothing to fetch again, and
+// Delivered. An item's wait (Await) lasts until the targets it was told
+// to wait for delivered it, or WaitMax (and the Await's Grace) passed;
 // whatever happens the item is in the outbox before the wait begins.
+// Whether the Store blocks for the wait is the caller's choice: one that
+// does makes its page count as fetched only once the member that would
+// take its host over holds it, so a node killed right after it leaves
+// that member nothing to fetch again (node lets a bounded number of
+// Stores return before their wait ends, and bounds the pages a kill
+// leaves to fetch again by that number).
 //
-// A target that did not deliver within WaitMax, or whose delivery failed,
+// A target that did not deliver within its wait, or whose delivery failed,
 // is suspected: it is not waited for until a delivery to it succeeds (a
 // killed replica costs one wait per storing worker, not one per page).
 // In its place the next member in line (one beyond the R closest) gets
@@ -113,7 +117,7 @@ func (m *Machine) await(ev Await) {
 		w = &wait{host: ev.Host, pending: map[peer.ID]uint64{}}
 		r.waits[ev.ID] = w
 	}
-	w.deadline = m.now.Add(m.cfg.WaitMax)
+	w.deadline = m.now.Add(m.cfg.WaitMax + max(ev.Grace, 0))
 	w.copying = false
 	for p, seq := range ev.Pending {
 		if r.mark[p] < seq {

@@ -1,6 +1,10 @@
 package placement
 
-import "github.com/libp2p/go-libp2p/core/peer"
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
 
 // Event is what the caller tells the machine: a membership change, an
 // outcome of an action it ran, a message a peer sent, or the clock.
@@ -67,11 +71,14 @@ type TookOver struct {
 // Await starts the wait of an item stored for Host (a page, a fetch
 // marker) for its replicas: Pending are the outbox sequence numbers of
 // the item for each target Targets said to wait for. After a Copy it
-// adds the stand-in's.
+// adds the stand-in's. Grace lengthens the wait beyond WaitMax before a
+// target is suspected: an item appended without urgency lingers in the
+// outbox for company that long before it is sent.
 type Await struct {
 	ID      uint64
 	Host    string
 	Pending map[peer.ID]uint64
+	Grace   time.Duration
 }
 
 // Delivered: the replica outbox of Peer delivered (and deleted) every

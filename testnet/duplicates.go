@@ -85,15 +85,17 @@ func (k *killLog) list() []killRecord {
 // still be unsettled at the node that made it, so that a SIGKILL within it
 // may cost a refetch. A fetch is settled for the node itself once its
 // fetch transaction is in Badger (a restart processes it from there), and
-// for the replica that would take its host over once Store returned: the
-// page has been parsed and stored, and the replica acknowledged it or the
-// group commit gave up waiting (node.ReplicaWaitMax, 0.5 s). The bound is
-// that wait plus 2.5 s for the responses ahead of it: the crawler's
+// for the replica that would take its host over once the replica holds
+// it: the page has been parsed and stored, and the replica acknowledged
+// it or the wait gave up (node.ReplicaWaitMax, 0.5 s, after the
+// node.ReplicaLinger its records may wait in the outbox for company when
+// Store returned first). The bound is those plus 2.5 s for the responses
+// ahead of it: the crawler's
 // admission credits keep the responses waiting for processing to a few
 // per processing worker, but on a machine loaded enough a page still takes
 // a second or more to parse and store, and the bound only has to be an
 // upper one (a duplicate it calls in flight is still counted).
-const settleBound = node.ReplicaWaitMax + 2500*time.Millisecond
+const settleBound = node.ReplicaWaitMax + node.ReplicaLinger + 2500*time.Millisecond
 
 // duplicateClasses splits the duplicate fetches of a run.
 type duplicateClasses struct {

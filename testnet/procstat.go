@@ -166,6 +166,7 @@ func perNodeReport(ctx context.Context, l *launcher, atCrawlEnd, procs map[int]p
 				nf.PagesAnalysed, nf.FormsReplayed, nf.FormsRefused = st.Index.PutsAnalysed, st.Index.FormsReplayed, st.Index.FormsRefused
 				nf.ClaimBatches, nf.ClaimsBatched = st.P2P.ClaimBatchesSent, st.P2P.ClaimsBatched
 				nf.DeliveriesReceived, nf.SyncRounds = st.P2P.DeliveriesReceived, st.SyncRounds
+				nf.StoresDetached = st.StoresDetached
 				nf.AnchorUpdates = st.Index.AnchorUpdates
 			}
 		}

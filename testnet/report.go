@@ -263,6 +263,9 @@ type NodeFigures struct {
 	// URL batches; node.Status).
 	DeliveriesReceived uint64 `json:"deliveries_received"`
 	SyncRounds         int    `json:"sync_rounds"`
+	// StoresDetached are its Stores of pages and fetch markers that
+	// returned before their replicas held them (node.Status).
+	StoresDetached int64 `json:"stores_detached"`
 }
 
 // SlowSearch is one search of the query phase and where its time went.

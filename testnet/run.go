@@ -468,10 +468,12 @@ func allowedAvoidable(cfg RunConfig, pages int) int {
 // takes its hosts over before it is back fetches both). The bound is
 // looser than that, twice the workers plus three per processing worker,
 // so that it also covers what the credits do not: the fetched marks of
-// failed fetches, replicated a moment after Store returns. The workers are
-// those of a testnet node's crawler on this machine.
+// failed fetches, replicated a moment after Store returns. On top come the
+// pages of the Stores that returned before their replicas held them
+// (node.DetachedStores). The workers are those of a testnet node's
+// crawler on this machine.
 func orphansPerKill() int {
-	return 2*crawl.FastConfig().Workers + 3*node.ProcessWorkers()
+	return 2*crawl.FastConfig().Workers + 3*node.ProcessWorkers() + node.DetachedStores()
 }
 
 func waitMembers(ctx context.Context, l *launcher, want int, limit time.Duration) error {

@@ -624,7 +624,7 @@ func (s *simulation) run(ctx context.Context) (*SimReport, error) {
 			PostingsBytes: st.Index.PostingsBytes, WebRequests: requests[sn.ip],
 			PagesAnalysed: st.Index.PutsAnalysed, FormsReplayed: st.Index.FormsReplayed, FormsRefused: st.Index.FormsRefused,
 			ClaimBatches: st.P2P.ClaimBatchesSent, ClaimsBatched: st.P2P.ClaimsBatched,
-			DeliveriesReceived: st.P2P.DeliveriesReceived, SyncRounds: st.SyncRounds,
+			DeliveriesReceived: st.P2P.DeliveriesReceived, SyncRounds: st.SyncRounds, StoresDetached: st.StoresDetached,
 			AnchorUpdates: st.Index.AnchorUpdates,
 		})
 	}
