@@ -59,7 +59,11 @@
 // syncs every write, --sync none nothing. The messages that ask meanwhile
 // share one sync, and syncs begin at least 10 ms apart (syncer.go), so
 // that the pages a crawler's many waiting workers store together reach
-// the replica in one message (ProcessWorkers).
+// the replica in one message (ProcessWorkers). Most Stores do not wait:
+// up to DetachedStores of them return once the page is stored here and in
+// the durable replica outbox, whose replica messages linger for company
+// (ReplicaLinger), so pages reach the replica in bulk; a node killed for
+// good leaves at most those to be fetched again (replication.go).
 //
 // # The HTTP API and UI: who may ask what (httpguard.go, session.go)
 //

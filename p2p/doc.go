@@ -152,7 +152,9 @@
 // ±20% jitter). Delivery is at-least-once: a lost ack means a resend. A
 // topic other than URLs (SetTopic: node's replication) makes its own
 // messages of its records, sent on the deliver protocol, and hears what
-// was delivered.
+// was delivered; a topic with a Linger lingers before a queue's first
+// message and after each message that had room to spare, so records
+// appended while one is in flight travel together.
 //
 // # URL forwarding
 //

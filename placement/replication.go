@@ -17,9 +17,9 @@ import (
 // Whether the Store blocks for the wait is the caller's choice: one that
 // does makes its page count as fetched only once the member that would
 // take its host over holds it, so a node killed right after it leaves
-// that member nothing to fetch again (node lets a bounded number of
-// Stores return before their wait ends, and bounds the pages a kill
-// leaves to fetch again by that number).
+// that member nothing to fetch again; one that returns first leaves the
+// page to be fetched again should this node die before the delivery (the
+// caller bounds how many return first).
 //
 // A target that did not deliver within its wait, or whose delivery failed,
 // is suspected: it is not waited for until a delivery to it succeeds (a
