@@ -385,7 +385,16 @@ func BenchmarkHeld(b *testing.B) {
 		setup, run func(ix *Index) error
 	}{
 		{"hold", nil, hold},
-		{"hold-stored", nil, func(ix *Index) error { return ix.HoldStoredBatch(ctx, stored) }},
+		{"hold-stored", nil, func(ix *Index) error {
+			checked := make([]CheckedPage, len(stored))
+			for i, p := range stored {
+				var err error
+				if checked[i], err = ix.CheckStored(p); err != nil {
+					return err
+				}
+			}
+			return ix.HoldStoredBatch(ctx, checked)
+		}},
 		{"put-from-forms", nil, func(ix *Index) error {
 			if err := ix.PutAnalysedBatch(ctx, docs, forms); err != nil {
 				return err

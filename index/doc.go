@@ -139,8 +139,9 @@
 // (TestPutAnalysedBatchWritesSameBytes). A replica of a host it does not
 // own stores the page and its form without postings instead (HoldBatch,
 // held.go; HoldStoredBatch keeps the page as its owner's index stored it,
-// compressed, which Stored reads and CheckStored checks without
-// decompressing: stored.go): search asks a member only for the hosts it owns, so a
+// compressed, which Stored reads, and which CheckStored checks once
+// before it is held, decompressing both parts within their caps:
+// stored.go): search asks a member only for the hosts it owns, so a
 // replica's postings served nobody, and writing them (with their flushes
 // and anchor updates) repeated the owner's indexing work.
 // IndexHeld indexes a host's held pages from their forms when the node

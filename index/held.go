@@ -251,9 +251,10 @@ func (ix *Index) loadHeldPage(host string, id uint32) heldPage {
 			return err
 		}
 		if err := ix.decodeStored(r.rec, &doc); err != nil {
-			// A record that does not decode (its owner sent it so:
-			// CheckStored does not decompress) is dropped, not
-			// indexed, and does not stop the host's other pages.
+			// A record that does not decode (corrupted on disk, or
+			// held by a build whose check did not decompress it) is
+			// dropped, not indexed, and does not stop the host's other
+			// pages.
 			r.corrupt, r.found = true, true
 			r.url = storedURL(r.rec)
 			ix.log.Warn("index: held page does not decode; dropped", "doc", id, "host", host, "url", truncUTF8(r.url, 200), "err", err)

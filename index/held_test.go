@@ -259,7 +259,7 @@ func TestStoredPagesHeldAsTheyAre(t *testing.T) {
 	if err := owner.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pages := make([]StoredPage, len(docs))
+	pages := make([]CheckedPage, len(docs))
 	for i, d := range docs {
 		p, err := owner.Stored(ctx, d.URL)
 		if err != nil {
@@ -268,10 +268,11 @@ func TestStoredPagesHeldAsTheyAre(t *testing.T) {
 		if len(p.Form) == 0 {
 			t.Fatalf("%s: stored page without its form", d.URL)
 		}
-		if s, err := replica.CheckStored(p); err != nil || s.URL != d.URL {
-			t.Fatalf("%s: checked as %q: %v", d.URL, s.URL, err)
+		c, err := replica.CheckStored(p)
+		if err != nil || c.Summary().URL != d.URL {
+			t.Fatalf("%s: checked as %q: %v", d.URL, c.Summary().URL, err)
 		}
-		pages[i] = p
+		pages[i] = c
 	}
 	if err := replica.HoldStoredBatch(ctx, pages); err != nil {
 		t.Fatal(err)
@@ -294,7 +295,11 @@ func TestStoredPagesHeldAsTheyAre(t *testing.T) {
 		if err != nil || len(p.Form) == 0 {
 			t.Fatalf("%s: held page sent on without its form (%v)", d.URL, err)
 		}
-		if err := third.HoldStoredBatch(ctx, []StoredPage{p}); err != nil {
+		c, err := third.CheckStored(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := third.HoldStoredBatch(ctx, []CheckedPage{c}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,9 +388,6 @@ func TestCheckStoredRefuses(t *testing.T) {
 	} {
 		if _, err := ix.CheckStored(p); err == nil {
 			t.Errorf("%s: accepted", name)
-		}
-		if err := ix.HoldStoredBatch(ctx, []StoredPage{p}); err == nil {
-			t.Errorf("%s: held", name)
 		}
 	}
 	if st := ix.Stats(); st.Held != 0 {

@@ -69,15 +69,35 @@ func (ix *Index) Stored(ctx context.Context, u string) (StoredPage, error) {
 	return p, nil
 }
 
+// CheckedPage is a stored page from a peer that passed CheckStored, with
+// the summary the check read. Only CheckStored makes one, so what
+// HoldStoredBatch and Decode take has been checked, once: the check
+// decompresses both parts of the page.
+type CheckedPage struct {
+	page    StoredPage
+	summary Summary
+}
+
+// Summary is the page's summary, as its record states it.
+func (c CheckedPage) Summary() Summary { return c.summary }
+
 // CheckStored checks a stored page from a peer before anything trusts
 // it: its record has a summary with a valid URL and the URL's host, its
 // compressed parts decompress (by a decoder that stops at the caps, so a
 // small frame cannot make it work long) to a record that decodes and a
 // raw body within the cap, and its form is within its cap (its content
 // is checked when it is used: IndexHeld). So a page held here reads back
-// wherever it is read. It returns the summary, by whose host the caller
-// authorises the sender.
-func (ix *Index) CheckStored(p StoredPage) (Summary, error) {
+// wherever it is read. The checked page has the summary, by whose host
+// the caller authorises the sender.
+func (ix *Index) CheckStored(p StoredPage) (CheckedPage, error) {
+	s, err := ix.checkStored(p)
+	if err != nil {
+		return CheckedPage{}, err
+	}
+	return CheckedPage{page: p, summary: s}, nil
+}
+
+func (ix *Index) checkStored(p StoredPage) (Summary, error) {
 	var s Summary
 	if len(p.Record) == 0 || len(p.Record) > maxStoredRecordBytes || len(p.Form) > maxHeldFormBytes {
 		return s, fmt.Errorf("index: stored page of %d record bytes and %d form bytes", len(p.Record), len(p.Form))
@@ -123,9 +143,10 @@ func (ix *Index) CheckStored(p StoredPage) (Summary, error) {
 	return s, nil
 }
 
-// Decode returns the page p holds, decompressed (for a page to index
-// rather than hold). p must have passed CheckStored.
-func (ix *Index) Decode(p StoredPage) (*Document, error) {
+// Decode returns the page c holds, decompressed (for a page to index
+// rather than hold).
+func (ix *Index) Decode(c CheckedPage) (*Document, error) {
+	p := c.page
 	var d Document
 	if err := ix.decodeStored(p.Record, &d); err != nil {
 		return nil, fmt.Errorf("index: stored page: %w", err)
@@ -141,10 +162,8 @@ func (ix *Index) Decode(p StoredPage) (*Document, error) {
 }
 
 // HoldStoredBatch is HoldBatch for pages as their owner's index stores
-// them: the record and raw body are kept as they are. Each page must have
-// passed CheckStored; one that fails it now is an error and stops the
-// batch (the pages before it are held).
-func (ix *Index) HoldStoredBatch(ctx context.Context, pages []StoredPage) error {
+// them: the record and raw body are kept as they are.
+func (ix *Index) HoldStoredBatch(ctx context.Context, pages []CheckedPage) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -154,12 +173,9 @@ func (ix *Index) HoldStoredBatch(ctx context.Context, pages []StoredPage) error 
 		return ErrClosed
 	}
 	defer ix.publish()
-	for _, p := range pages {
-		s, err := ix.CheckStored(p)
-		if err != nil {
-			return err
-		}
-		if err := ix.holdLocked(s.URL, s.Host, p.Form, p.Record, p.Raw); err != nil {
+	for _, c := range pages {
+		p := c.page
+		if err := ix.holdLocked(c.summary.URL, c.summary.Host, p.Form, p.Record, p.Raw); err != nil {
 			return err
 		}
 	}

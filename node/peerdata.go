@@ -216,14 +216,14 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 	for _, doc := range m.Docs {
 		hosts[doc.Host] = true
 	}
-	// A stored page is checked, and its URL and host read, without
-	// decompressing it; one that fails is malformed.
-	summaries := make([]index.Summary, len(m.Stored))
+	// A stored page is checked once, here, and its URL and host read;
+	// one that fails is malformed.
+	checked := make([]index.CheckedPage, len(m.Stored))
 	for i, p := range m.Stored {
-		if summaries[i], err = d.ix.CheckStored(p); err != nil {
+		if checked[i], err = d.ix.CheckStored(p); err != nil {
 			return fmt.Errorf("%w: %v", p2p.ErrMalformed, err)
 		}
-		hosts[summaries[i].Host] = true
+		hosts[checked[i].Summary().Host] = true
 	}
 	for _, f := range append(m.Fetched, m.Queued...) {
 		hosts[f.Host] = true
@@ -267,18 +267,18 @@ func (d *peerData) receiveReplica(ctx context.Context, from peer.ID, payload []b
 			settled = append(settled, peermsg.Fetched{Host: doc.Host, URL: doc.URL})
 		}
 	}
-	var heldStored []index.StoredPage
+	var heldStored []index.CheckedPage
 	for i, p := range m.Stored {
-		host, u := summaries[i].Host, summaries[i].URL
+		host, u := checked[i].Summary().Host, checked[i].Summary().URL
 		if !take(host, u) {
 			continue
 		}
 		settled = append(settled, peermsg.Fetched{Host: host, URL: u})
 		if !d.net.IsOwner(host) {
-			heldStored = append(heldStored, p)
+			heldStored = append(heldStored, checked[i])
 			continue
 		}
-		doc, err := d.ix.Decode(p)
+		doc, err := d.ix.Decode(checked[i])
 		if err != nil {
 			return fmt.Errorf("%w: %v", p2p.ErrMalformed, err)
 		}
