@@ -549,11 +549,28 @@ func (o *Outbox) senderLoop(q queue, sig *senderSignals) {
 			}
 			backoff = 0
 			if !more {
+				o.nudgeIfQueued(q, sig)
 				break
 			}
 		}
 		if backoff == 0 && n.ctx.Err() == nil && o.retire(q, sig) {
 			return
+		}
+	}
+}
+
+// nudgeIfQueued leaves the sender of q a nudge while q holds records.
+// Those appended while its last message was in flight left one of their
+// own; those its last read left for its byte budget did not, and without
+// one the sender would retire with them queued.
+func (o *Outbox) nudgeIfQueued(q queue, sig *senderSignals) {
+	o.mu.Lock()
+	queued := o.count[q] > 0
+	o.mu.Unlock()
+	if queued {
+		select {
+		case sig.nudge <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -214,6 +214,42 @@ func TestOutboxLingersBetweenMessages(t *testing.T) {
 	}
 }
 
+// TestOutboxLingerLeavesNothingQueued: records a lingering topic's read
+// leaves for its byte budget, in a message with room for more records,
+// are sent all the same (after a linger), not left queued until the next
+// Append.
+func TestOutboxLingerLeavesNothingQueued(t *testing.T) {
+	const topic = "test/1"
+	b := startNode(t, nil, nil)
+	var mu sync.Mutex
+	var got [][]byte
+	b.SetDeliverHandler(topic, func(_ context.Context, _ peer.ID, payload []byte) error {
+		mu.Lock()
+		got = append(got, bytes.Split(payload, []byte(","))...)
+		mu.Unlock()
+		return nil
+	})
+	small := func(c *Config) { c.MaxMessageBytes = 4096 } // reads of about 2 KB
+	a := startNode(t, small, []*testNode{b})
+	var log topicLog
+	tp := log.topic(100)
+	tp.Linger = 100 * time.Millisecond
+	a.Outbox().SetTopic(topic, tp)
+	waitFor(t, 10*time.Second, "membership", func() bool { return knows(a, b.ID()) && knows(b, a.ID()) })
+	recs := [][]byte{bytes.Repeat([]byte("a"), 1500), bytes.Repeat([]byte("b"), 1500), bytes.Repeat([]byte("c"), 1500)}
+	if _, err := a.Outbox().Append(b.ID(), topic, recs, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "every record delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == len(recs)
+	})
+	if d, _ := a.Outbox().Depth(topic); d != 0 {
+		t.Fatalf("%d records left", d)
+	}
+}
+
 // TestOutboxMovesLegacyURLRecords: URL records kept under the earlier key
 // scheme are delivered after an upgrade.
 func TestOutboxMovesLegacyURLRecords(t *testing.T) {
