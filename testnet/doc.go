@@ -6,7 +6,8 @@
 // The launcher starts each node with a share of the machine's cores as
 // its GOMAXPROCS (NodeProcs, --node-procs): a testnet stands for nodes on
 // machines of their own, and processes that each schedule the whole
-// machine take cores from one another's work.
+// machine take cores from one another's work. A run with hostile members
+// gives every node all the cores instead (RunConfig.nodeProcs says why).
 //
 // Report decisions of `sou testnet run`:
 //   - The network section's owner spreads and each per_node entry's

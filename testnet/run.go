@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,7 +79,8 @@ type RunConfig struct {
 	Hostile        int
 	HostileClasses []string
 	// NodeProcs is every node process's GOMAXPROCS; 0 = the machine's
-	// cores shared among the nodes (NodeProcs).
+	// cores shared among the nodes (NodeProcs), or all of them with
+	// hostile members (nodeProcs).
 	NodeProcs int
 	// Progress receives a line now and then; nil = silent.
 	Progress io.Writer
@@ -121,8 +123,19 @@ func (t trigger) due(fraction float64, elapsed time.Duration) bool {
 	return fraction >= t.fraction
 }
 
-// nodeProcs is NodeProcs as configured, else the cores' share.
-func (c *RunConfig) nodeProcs() int { return cmp.Or(c.NodeProcs, NodeProcs(c.Nodes)) }
+// nodeProcs is NodeProcs as configured, else the cores' share; with
+// hostile members, else all the cores. A hostile run measures the
+// defences, and with a share of one core a node's floods and its shard
+// answers take turns on its single P: the answers then miss the search
+// deadline under attack, which says more about that share than about the
+// defences (RELIABILITY.md, "The hostile testnet on a share of the
+// cores").
+func (c *RunConfig) nodeProcs() int {
+	if c.NodeProcs == 0 && c.Hostile > 0 {
+		return runtime.NumCPU()
+	}
+	return cmp.Or(c.NodeProcs, NodeProcs(c.Nodes))
+}
 
 // Validate reports the first problem with c.
 func (c *RunConfig) Validate() error {

@@ -183,6 +183,27 @@ func TestNodeProcs(t *testing.T) {
 	}
 }
 
+// TestRunConfigNodeProcs: a run's node processes get --node-procs when
+// given, else the cores' share, else with hostile members all the cores.
+func TestRunConfigNodeProcs(t *testing.T) {
+	cores := runtime.NumCPU()
+	tests := []struct {
+		name string
+		cfg  RunConfig
+		want int
+	}{
+		{"share", RunConfig{Nodes: 4}, NodeProcs(4)},
+		{"hostile", RunConfig{Nodes: 4, Hostile: 2}, cores},
+		{"given", RunConfig{Nodes: 4, NodeProcs: 3}, 3},
+		{"given, hostile", RunConfig{Nodes: 4, Hostile: 2, NodeProcs: 3}, 3},
+	}
+	for _, tc := range tests {
+		if got := tc.cfg.nodeProcs(); got != tc.want {
+			t.Errorf("%s: nodeProcs %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestNodeEnv starts a process the way the launcher starts a node and
 // reads back the GOMAXPROCS it got, over one inherited from the launcher.
 func TestNodeEnv(t *testing.T) {

@@ -54,7 +54,7 @@ func newTestnetRunCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", 1, "number of sou node processes")
 	f.IntVar(&cfg.Hosts, "hosts", 100, "synthetic hosts")
-	f.IntVar(&cfg.NodeProcs, "node-procs", 0, "GOMAXPROCS of every node process (0 = the machine's cores shared among the nodes, at least one each)")
+	f.IntVar(&cfg.NodeProcs, "node-procs", 0, "GOMAXPROCS of every node process (0 = the machine's cores shared among the nodes, at least one each; all of them with --hostile)")
 	f.IntVar(&cfg.Pages, "pages", 5000, "synthetic pages in total")
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic web and the scenario")
 	f.StringVar(&cfg.Sites, "sites", "", "sites.tsv of real sites to serve as well (../shared/corpus)")
