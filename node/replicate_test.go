@@ -135,18 +135,7 @@ func TestStoreWaitsForReplica(t *testing.T) {
 		t.Error("no Store returned first with 2 slots")
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for _, u := range urls {
-		for {
-			_, err := replica.ix.Get(ctx, u)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica never held %s: %v", u, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitHolds(t, replica, urls, deadline, "stored while its Store returned first")
 	for {
 		var open int
 		if err := owner.place.do(ctx, func() { open = len(owner.place.detached) }); err != nil {
@@ -246,18 +235,7 @@ func TestOutboxSurvivesOwnerRestart(t *testing.T) {
 	waitMembers(t, 3, replica, owner)
 	deadline := time.Now().Add(30 * time.Second)
 	markerKey := []byte(prefixFetchedMarker + host + "\x00" + notFetched.URL)
-	for _, u := range urls {
-		for {
-			_, err := replica.ix.Get(ctx, u)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica never received %s, stored while it was away: %v", u, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitHolds(t, replica, urls, deadline, "stored while it was away")
 	for {
 		err := replica.db.View(func(txn *badger.Txn) error { _, err := txn.Get(markerKey); return err })
 		if err == nil {
@@ -394,5 +372,23 @@ func TestQueuedURLsHeldByReplicaOnReturn(t *testing.T) {
 		t.Fatal(err)
 	} else if !slices.Contains(held, u) {
 		t.Errorf("after forgetting %s, keeping %s again left %v: the URL was taken for kept", host, u, held)
+	}
+}
+
+// waitHolds waits until n holds the page at every one of urls, and fails
+// the test at deadline; what says which pages they are.
+func waitHolds(t *testing.T, n *Node, urls []string, deadline time.Time, what string) {
+	t.Helper()
+	for _, u := range urls {
+		for {
+			_, err := n.ix.Get(context.Background(), u)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica never held %s, %s: %v", u, what, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
