@@ -209,9 +209,11 @@ func TestFetchedUnsettledBounded(t *testing.T) {
 	}
 	// The limit with a fetch stage of a few ms against 15 ms of
 	// processing is 5 to 7 credits (more for a moment when a fetch stage
-	// stalls, as under the race detector), some of them requests in flight;
-	// without admission every fetch worker holds a response.
-	const bound = 12
+	// stalls, as under the race detector or beside other test binaries:
+	// 13 once in a CI rehearsal), some of them requests in flight; without
+	// admission every fetch worker holds a response, so half of them
+	// still tells the two apart.
+	const bound = 16
 	if most > bound {
 		t.Errorf("up to %d pages answered and not settled at once, want at most %d of %d fetch workers", most, bound, cfg.Workers)
 	}
