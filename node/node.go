@@ -56,8 +56,7 @@ type Node struct {
 // replica's group-commit sync, which waits for company: syncGap); it
 // holds no core meanwhile. How many may wait depends on the network's
 // round trips, not on the cores. A node alone never waits, and its extra
-// workers only queue for the cores (BENCHMARKS.md, "Waiting workers and
-// a sync gap", "Stores that return first").
+// workers only queue for the cores.
 const (
 	processWorkersPerCore = 3
 	processWorkersWaiting = 18

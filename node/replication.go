@@ -246,11 +246,7 @@ func (p *placer) storeItem(ctx context.Context, host string, recs [][]byte, writ
 			if !ok {
 				return nil // Release
 			}
-			seq, err := p.append(c.To, recs, true)
-			if err != nil {
-				seq = 0
-			}
-			if err := p.stepIn(ctx, placement.Await{ID: id, Host: host, Pending: map[peer.ID]uint64{c.To: seq}}); err != nil {
+			if err := p.stepIn(ctx, p.copyTo(c, host, recs)); err != nil {
 				return fmt.Errorf("wait for replicas: %w", err)
 			}
 		case <-ctx.Done():
@@ -287,12 +283,19 @@ func (p *placer) endDetached(id uint64, a placement.Action) bool {
 		delete(p.detached, id)
 		return true
 	}
-	seq, err := p.append(c.To, it.recs, true)
+	p.post(p.copyTo(c, it.host, it.recs))
+	return true
+}
+
+// copyTo puts an item's records into the outbox of the stand-in c names
+// and returns the Await that adds the stand-in to the item's wait (with
+// sequence 0, nothing to wait for, when the outbox did not keep them).
+func (p *placer) copyTo(c placement.Copy, host string, recs [][]byte) placement.Await {
+	seq, err := p.append(c.To, recs, true)
 	if err != nil {
 		seq = 0
 	}
-	p.post(placement.Await{ID: id, Host: it.host, Pending: map[peer.ID]uint64{c.To: seq}})
-	return true
+	return placement.Await{ID: c.ID, Host: host, Pending: map[peer.ID]uint64{c.To: seq}}
 }
 
 // append keeps records for to; the error is logged.
