@@ -283,6 +283,7 @@ func (m *Machine) tick() {
 	for _, p := range sortedKeys(m.gone) {
 		if !m.now.Before(m.gone[p]) {
 			delete(m.gone, p)
+			m.settle.gone(p)
 			m.emit(SaveMember{Peer: p, In: false})
 		}
 	}

@@ -266,6 +266,34 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
+// TestHandoffLostWithItsSender: a joiner whose donor named a host in its
+// manifest and died before handing it over takes the host over from its
+// replica once the donor's grace ends, not after HostWait.
+func TestHandoffLostWithItsSender(t *testing.T) {
+	joiner, donor, replica := peer.ID("joiner"), peer.ID("donor"), peer.ID("replica")
+	host := hostRanked(t, []peer.ID{joiner, donor, replica}, joiner, donor, replica)
+	cfg := testConfig(joiner, true)
+	m := New(cfg, Saved{}, t0)
+	m.Step(at(1), Joined{Peer: donor, Holding: []peer.ID{donor}})
+	m.Step(at(1), Joined{Peer: replica})
+	m.Step(at(2), Manifest{From: donor, Hosts: []string{host}})
+	m.Step(at(3), Hosts{Hosts: []string{host}}) // URLs of it forwarded here
+	m.Step(at(10), Left{Peer: donor})
+	m.Step(at(11), Tick{})
+	if p := ready[Pull](m); len(p) > 0 {
+		t.Fatalf("pull %v within the grace of the donor that left", p)
+	}
+	gone := at(10).Add(cfg.Grace + time.Second)
+	if !gone.Before(at(2).Add(cfg.HostWait)) {
+		t.Fatalf("grace %v not shorter than HostWait %v: the test shows nothing", cfg.Grace, cfg.HostWait)
+	}
+	m.Step(gone, Tick{})
+	p := ready[Pull](m)
+	if len(p) != 1 || p[0].Host != host || !slices.Contains(p[0].From, replica) {
+		t.Fatalf("pulls %v once the donor is gone, want one of %s from %s", p, host, replica)
+	}
+}
+
 // TestTakeoversKeepGoing: a node that meets many new hosts at once takes
 // them over as fast as the pulls end, PullParallel at a time, not
 // PullParallel per scan; a host handed in meanwhile is not taken over.

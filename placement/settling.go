@@ -21,7 +21,10 @@ import (
 // node that has just met the network waits for the manifests of its
 // donors to manifestAwaitDepth whose heartbeat announced a host (at most
 // ManifestWait) before crawling anything, and a host named in any
-// manifest waits for its handoff (at most HostWait, once).
+// manifest waits for its handoff (at most HostWait, once), or until every
+// member that named it is gone: a member that died before its handoff
+// sends none, and its replicas hold what it stored, so the host is taken
+// over from them once its grace ends rather than after HostWait.
 //
 // Why donors: a host moves from member M to joiner J only if one of J's
 // virtual keys is the first clockwise from the host and M owns the first
@@ -51,6 +54,7 @@ type settling struct {
 	awaiting   map[peer.ID]bool     // members whose manifest has not arrived
 	manifested map[peer.ID]bool     // members whose manifest arrived
 	pending    map[string]time.Time // host -> when a manifest first named it
+	namedBy    map[string][]peer.ID // pending host -> the members whose manifests named it
 	settled    map[string]bool      // hosts whose handoff arrived (or whose wait ended)
 	// founders are the members met in the first ManifestWait after this
 	// node first met the network, in this run or an earlier one (Saved):
@@ -76,7 +80,7 @@ const (
 func newSettling() settling {
 	return settling{
 		awaiting: map[peer.ID]bool{}, manifested: map[peer.ID]bool{}, pending: map[string]time.Time{},
-		settled: map[string]bool{}, founders: map[peer.ID]bool{},
+		namedBy: map[string][]peer.ID{}, settled: map[string]bool{}, founders: map[peer.ID]bool{},
 	}
 }
 
@@ -137,9 +141,27 @@ func (s *settling) manifest(cfg Config, p peer.ID, hosts []string, now time.Time
 	s.manifested[p] = true
 	s.expire(cfg, now)
 	for _, h := range hosts {
-		if _, waiting := s.pending[h]; !waiting && !s.settled[h] { // the handoff may overtake its manifest
+		_, waiting := s.pending[h]
+		if !waiting && !s.settled[h] { // the handoff may overtake its manifest
 			s.pending[h] = now
+			waiting = true
 		}
+		if waiting && !slices.Contains(s.namedBy[h], p) {
+			s.namedBy[h] = append(s.namedBy[h], p)
+		}
+	}
+}
+
+// gone ends the waits of the hosts that only p named: p is no longer a
+// member and its grace has ended, so no handoff will come from it.
+func (s *settling) gone(p peer.ID) {
+	for h, by := range s.namedBy {
+		by = slices.DeleteFunc(by, func(q peer.ID) bool { return q == p })
+		if len(by) > 0 {
+			s.namedBy[h] = by
+			continue
+		}
+		s.settleHost(h)
 	}
 }
 
@@ -147,8 +169,7 @@ func (s *settling) manifest(cfg Config, p peer.ID, hosts []string, now time.Time
 func (s *settling) expire(cfg Config, now time.Time) {
 	for h, since := range s.pending {
 		if now.Sub(since) >= cfg.HostWait {
-			delete(s.pending, h)
-			s.settled[h] = true
+			s.settleHost(h)
 		}
 	}
 	if len(s.awaiting) > 0 && now.Sub(s.firstSeen) >= cfg.ManifestWait {
@@ -161,11 +182,13 @@ func (s *settling) expire(cfg Config, now time.Time) {
 func (s *settling) forget(host string) {
 	delete(s.settled, host)
 	delete(s.pending, host)
+	delete(s.namedBy, host)
 }
 
 // settleHost marks host as handed over: it may be crawled at once.
 func (s *settling) settleHost(host string) {
 	delete(s.pending, host)
+	delete(s.namedBy, host)
 	s.settled[host] = true
 }
 

@@ -58,6 +58,31 @@ func TestSettling(t *testing.T) {
 			}, "lost", 60, false},
 			{nil, "lost", 122, true},
 		}},
+		{"a host whose sender is gone is crawled before HostWait", true, []step{
+			{func(s *settling, c Config) {
+				s.joined(c, []peer.ID{a}, []peer.ID{a}, at(1))
+				s.manifest(c, a, []string{"lost"}, at(1))
+			}, "lost", 20, false},
+			{func(s *settling, c Config) { s.gone(a) }, "lost", 21, true},
+		}},
+		{"a host named by a member still alive waits for its handoff", true, []step{
+			{func(s *settling, c Config) {
+				s.joined(c, []peer.ID{a, b}, []peer.ID{a, b}, at(1))
+				s.manifest(c, a, []string{"h"}, at(1))
+				s.manifest(c, b, []string{"h"}, at(2))
+			}, "h", 20, false},
+			{func(s *settling, c Config) { s.gone(a) }, "h", 21, false},
+			{func(s *settling, c Config) { s.gone(b) }, "h", 22, true},
+		}},
+		{"a sender gone after its handoff changes nothing", true, []step{
+			{func(s *settling, c Config) {
+				s.joined(c, []peer.ID{a}, []peer.ID{a}, at(1))
+				s.manifest(c, a, []string{"h", "other"}, at(1))
+				s.settleHost("h")
+			}, "other", 20, false},
+			{func(s *settling, c Config) { s.gone(a) }, "h", 21, true},
+			{nil, "other", 21, true},
+		}},
 		{"a host named again and again is held back once", true, []step{
 			{func(s *settling, c Config) {
 				s.joined(c, []peer.ID{a}, []peer.ID{a}, at(1))
