@@ -23,10 +23,10 @@ const (
 	// not yet, and for a stand-in). A replica cannot write to its owner,
 	// a member cannot write to hosts it does not hold, and no member can
 	// make a node store hosts it does not hold. Answers to a pull this
-	// node made are taken from the members it asked, and items from the
-	// member that would hand this node the host (KindHandoff's sender),
-	// which stores what it fetched before it heard of this node until
-	// its handoff (Targets).
+	// node made are taken from the members it asked, and those of a
+	// host whose handoff this node awaits from the members whose
+	// manifests named it: the previous owner stores what it fetched
+	// before it heard of this node until its handoff (Targets).
 	KindReplica Kind = iota
 	// KindHandoff: handoffs (pages, crawl state, manifests) flow from a
 	// host's previous owner to a member that joined: the sender is a
@@ -64,9 +64,13 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 	switch kind {
 	case KindReplica:
 		return replicaFrom(m.cfg.Space, m.members, m.cfg.Self, from, host, r) || m.hosts.asked[ask{from, host}] > 0 ||
-			m.handsOver(from, host)
+			m.Waiting(now, host) && slices.Contains(m.settle.namedBy[host], from)
 	case KindHandoff:
-		return m.handsOver(from, host)
+		if !m.settle.founders[from] {
+			return false
+		}
+		founders := slices.DeleteFunc(slices.Clone(m.members), func(p peer.ID) bool { return !m.settle.founders[p] })
+		return handoffFrom(m.cfg.Space, m.members, founders, m.cfg.Self, from, host, r)
 	case KindPull:
 		return rank(m.cfg.Space, m.members, host, r, from) >= 0
 	case KindLink:
@@ -85,15 +89,6 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 		return rank(m.cfg.Space, m.members, host, r+1, from) >= 0
 	}
 	return false
-}
-
-// handsOver says whether from may hand this node host (KindHandoff).
-func (m *Machine) handsOver(from peer.ID, host string) bool {
-	if !m.settle.founders[from] {
-		return false
-	}
-	founders := slices.DeleteFunc(slices.Clone(m.members), func(p peer.ID) bool { return !m.settle.founders[p] })
-	return handoffFrom(m.cfg.Space, m.members, founders, m.cfg.Self, from, host, m.cfg.R)
 }
 
 // rank is the position of p among the members closest to host (0 for the

@@ -296,8 +296,9 @@ func TestHandoffLostWithItsSender(t *testing.T) {
 
 // TestItemsBeforeAHandoffReachTheJoiner: a member that crawled a host a
 // joiner now owns stores what it fetched before it heard of the join
-// until its handoff; those items go to the joiner, which takes them as it
-// would take the handoff, so that a kill before the handoff loses none.
+// until its handoff; those items go to the joiner, which takes them from
+// the member whose manifest named the host while it awaits the handoff,
+// so that a kill before the handoff loses none.
 func TestItemsBeforeAHandoffReachTheJoiner(t *testing.T) {
 	joiner, donor, replica, far := peer.ID("joiner"), peer.ID("donor"), peer.ID("replica"), peer.ID("far")
 	host := hostRanked(t, []peer.ID{joiner, donor, replica, far}, joiner, donor, replica, far)
@@ -325,11 +326,21 @@ func TestItemsBeforeAHandoffReachTheJoiner(t *testing.T) {
 	j.Step(at(5), Joined{Peer: donor, Holding: []peer.ID{donor}})
 	j.Step(at(5), Joined{Peer: replica})
 	j.Step(at(5), Joined{Peer: far})
-	if !j.Allowed(at(6), KindReplica, donor, host) {
+	if j.Allowed(at(6), KindReplica, donor, host) {
+		t.Error("the joiner takes items of a host no manifest named")
+	}
+	j.Step(at(6), Manifest{From: donor, Hosts: []string{host}})
+	if !j.Allowed(at(7), KindReplica, donor, host) {
 		t.Error("the joiner refuses the items of the member that will hand it the host")
 	}
-	if j.Allowed(at(6), KindReplica, far, host) {
-		t.Error("the joiner takes items from a member that could not hand it the host")
+	for _, p := range []peer.ID{replica, far} {
+		if j.Allowed(at(7), KindReplica, p, host) {
+			t.Errorf("the joiner takes items from %s, which did not name the host", p)
+		}
+	}
+	j.Step(at(8), HandedIn{Host: host})
+	if j.Allowed(at(9), KindReplica, donor, host) {
+		t.Error("the joiner takes the previous owner's items after the handoff")
 	}
 }
 

@@ -69,8 +69,9 @@ type Target struct {
 // but no longer owns (a member closer to it joined, and the handoff is
 // to come) sends its items to the holders before this node too: what
 // was fetched before this node heard of the join is stored until the
-// handoff, and the new owner takes it as it takes the handoff
-// (KindReplica), so that a kill before the handoff leaves it held.
+// handoff, and the new owner, which awaits the handoff named in this
+// node's manifest, takes it (KindReplica), so that a kill before the
+// handoff leaves it held.
 func (m *Machine) Targets(now time.Time, host string) []Target {
 	r := &m.repl
 	pref := m.replicas(host, m.cfg.R+1)
