@@ -37,9 +37,10 @@
 // for its host, by this node's own view (peerdata.go, placement's
 // Allowed): replica items only from a member closer to the host than
 // this node and among its R closest (the owner; a replica cannot write
-// to its owner), from a member this node asked in a pull, or from one
-// that may hand it the host (what the previous owner stores until its
-// handoff); handoffs and manifests only from a founder of this node's
+// to its owner), from a member this node asked in a pull, or, while it
+// awaits a host's handoff, from a member whose manifest named the host
+// (what the previous owner stores until then); handoffs and manifests
+// only from a founder of this node's
 // view (a member met while it joined, in this run or an earlier one:
 // kept in Badger) among the R closest of those to the host, to a node
 // among the R+1 closest; pulls only from one of the R closest; URL records (urlsFrom) only as links found on a host the
