@@ -35,15 +35,14 @@
 // that does not decode is malformed, and p2p throttles its sender. p2p
 // serves members only. Then each item is authorised by its sender's role
 // for its host, by this node's own view (peerdata.go, placement's
-// Allowed): replica items only from a member closer to the host than
-// this node and among its R closest (the owner; a replica cannot write
-// to its owner), from a member this node asked in a pull, or, while it
-// awaits a host's handoff, from a member whose manifest named the host
-// (what the previous owner stores until then); handoffs and manifests
-// only from a founder of this node's
-// view (a member met while it joined, in this run or an earlier one:
-// kept in Badger) among the R closest of those to the host, to a node
-// among the R+1 closest; pulls only from one of the R closest; URL records (urlsFrom) only as links found on a host the
+// Allowed): replica items only
+// from a member closer to the host than this node and among its R closest
+// (the owner; a replica cannot write to its owner), or from a member this
+// node asked in a pull; handoffs and manifests only from a founder of this
+// node's view (a member met while it joined, in this run or an earlier
+// one: kept in Badger) among the R closest of those to the host, to a
+// node among the R+1 closest; pulls only from one of the
+// R closest; URL records (urlsFrom) only as links found on a host the
 // sender crawls, as relayed records from a member near the host, or as
 // seeds within a per-member budget. What is refused is counted
 // (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded
