@@ -74,7 +74,7 @@ func TestSettling(t *testing.T) {
 			{func(s *settling, c Config) { s.gone(a) }, "h", 21, false},
 			{func(s *settling, c Config) { s.gone(b) }, "h", 22, true},
 		}},
-		{"a sender gone after its handoff changes nothing", true, []step{
+		{"a sender gone after one of its handoffs releases the others", true, []step{
 			{func(s *settling, c Config) {
 				s.joined(c, []peer.ID{a}, []peer.ID{a}, at(1))
 				s.manifest(c, a, []string{"h", "other"}, at(1))
