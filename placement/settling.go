@@ -141,12 +141,13 @@ func (s *settling) manifest(cfg Config, p peer.ID, hosts []string, now time.Time
 	s.manifested[p] = true
 	s.expire(cfg, now)
 	for _, h := range hosts {
-		_, waiting := s.pending[h]
-		if !waiting && !s.settled[h] { // the handoff may overtake its manifest
+		if _, waiting := s.pending[h]; !waiting {
+			if s.settled[h] {
+				continue // the handoff overtook its manifest
+			}
 			s.pending[h] = now
-			waiting = true
 		}
-		if waiting && !slices.Contains(s.namedBy[h], p) {
+		if !slices.Contains(s.namedBy[h], p) {
 			s.namedBy[h] = append(s.namedBy[h], p)
 		}
 	}

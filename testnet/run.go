@@ -124,11 +124,11 @@ func (t trigger) due(fraction float64, elapsed time.Duration) bool {
 }
 
 // nodeProcs is NodeProcs as configured; else all the cores with hostile
-// members, else the cores' share. A hostile run measures the defences, and with a share of one core a node's floods and its shard
-// answers take turns on its single P: the answers then miss the search
-// deadline under attack, which says more about that share than about the
-// defences (RELIABILITY.md, "The hostile testnet on a share of the
-// cores").
+// members, else the cores' share. A hostile run measures the defences,
+// and with a share of one core a node's floods and its shard answers take
+// turns on its single P: the answers then miss the search deadline under
+// attack, which says more about that share than about the defences
+// (RELIABILITY.md, "The hostile testnet on a share of the cores").
 func (c *RunConfig) nodeProcs() int {
 	if c.NodeProcs == 0 && c.Hostile > 0 {
 		return runtime.NumCPU()

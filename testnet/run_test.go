@@ -184,7 +184,7 @@ func TestNodeProcs(t *testing.T) {
 }
 
 // TestRunConfigNodeProcs: a run's node processes get --node-procs when
-// given, else the cores' share, else with hostile members all the cores.
+// given, else all the cores with hostile members, else the cores' share.
 func TestRunConfigNodeProcs(t *testing.T) {
 	cores := runtime.NumCPU()
 	tests := []struct {
