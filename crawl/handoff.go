@@ -544,6 +544,19 @@ func mergeSitemapProgress(rec *hostRecord, read, pending []string, limit int) {
 	}
 }
 
+// KnownURL returns a URL of e's host that the crawl state knows (fetched
+// or not; the first record that decodes), or "" if none: a host given up
+// with nothing queued passes it on, so that its owner hears of the host
+// and takes it over from the members that hold its pages.
+func (e *HostExport) KnownURL() string {
+	for _, b := range e.URLs {
+		if r, err := decodeSeenRecord(b); err == nil && r.URL != "" {
+			return r.URL
+		}
+	}
+	return ""
+}
+
 // Queued returns the URLs of e not fetched yet, as links to add where the
 // host is crawled: a host given up without a handoff passes them on.
 // Records that do not decode are skipped.

@@ -49,7 +49,9 @@
 // rate. A sender whose handoff of a host its owner keeps refusing (for
 // placement's HandoffGiveUp: ten membership timeouts, at least 30 s)
 // abandons the host (Status.HandoffAbandoned), passing its queued URLs to
-// the owner as links: the owner crawls it on its own. What
+// the owner as links (one URL it knows when none is queued, so that the
+// owner hears of the host): the owner takes it over, pulling the pages
+// from their holders, and crawls it on its own. What
 // this cannot stop is a member's word about hosts it holds itself:
 // RELIABILITY.md says what one member can still do.
 //

@@ -360,7 +360,8 @@ func memberIDs(n *Node) []peer.ID {
 // TestRefusedHandoffAbandoned: a host whose owner keeps refusing its
 // handoff (here: the sender is no founder of the owner's view) is
 // abandoned after HandoffGiveUp, so the sender does not stay busy with it
-// forever; before that, it is kept and retried.
+// forever; before that, it is kept and retried. Once abandoned, the owner
+// takes it over.
 func TestRefusedHandoffAbandoned(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two nodes")
@@ -417,4 +418,9 @@ func TestRefusedHandoffAbandoned(t *testing.T) {
 	if st := a.Status(ctx); st.HandoffAbandoned != int64(len(moved)) {
 		t.Fatalf("status counts %d abandoned hosts, want %d", st.HandoffAbandoned, len(moved))
 	}
+	// Nothing was left queued of them, yet the owner hears of each host
+	// and takes it over: otherwise no member would crawl it again.
+	waitFor(t, 60*time.Second, "the owner to take the abandoned hosts over", func() bool {
+		return b.place.summary(ctx).Crawled == len(moved)
+	})
 }

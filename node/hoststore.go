@@ -376,10 +376,10 @@ func fetchedOf(host string, urls []string) []peermsg.Fetched {
 }
 
 // abandon gives up the crawl state of a host this node does not hand
-// off (its owner does not take it from this node, or this node never
-// crawled it): the URLs still queued for it go to the owner as links, and
-// the crawler drops the host.
-func (s *hostData) abandon(ctx context.Context, net messenger, host string) error {
+// off (its owner refused it for HandoffGiveUp, or this node never crawled
+// it): the URLs still queued for it go to the owner as links, and the
+// crawler drops the host.
+func (s *hostData) abandon(ctx context.Context, net messenger, host string, refused bool) error {
 	queued, err := s.hostKeys(prefixQueued, host)
 	if err != nil {
 		return err
@@ -398,6 +398,15 @@ func (s *hostData) abandon(ctx context.Context, net messenger, host string) erro
 	}
 	for _, u := range queued {
 		if !seen[u] {
+			recs = append(recs, p2p.URLRecord{URL: u})
+		}
+	}
+	// An owner that refused the handoff may know nothing of the host: with
+	// nothing queued it would never crawl or take it over. One URL it
+	// knows tells it, and its takeover pulls the pages from their holders
+	// (this node keeps them for that pull).
+	if refused && len(recs) == 0 {
+		if u := exp.KnownURL(); u != "" {
 			recs = append(recs, p2p.URLRecord{URL: u})
 		}
 	}

@@ -88,7 +88,7 @@ type hostStore interface {
 	save(placement.Action) error
 	crawlerHosts(ctx context.Context) ([]string, error)
 	handOff(ctx context.Context, net messenger, host string, to peer.ID) (pages int, err error)
-	abandon(ctx context.Context, net messenger, host string) error
+	abandon(ctx context.Context, net messenger, host string, refused bool) error
 	forget(ctx context.Context, host string) error
 	pull(ctx context.Context, net messenger, host string, from []peer.ID) error
 	takeOver(ctx context.Context, net messenger, host string) error
@@ -348,7 +348,7 @@ func (p *placer) act(ctx context.Context, a placement.Action) {
 		})
 	case placement.Abandon:
 		p.goWork(ctx, func(ctx context.Context) placement.Event {
-			err := p.store.abandon(ctx, p.net, a.Host)
+			err := p.store.abandon(ctx, p.net, a.Host, a.Refused)
 			if a.Refused {
 				if err == nil {
 					p.abandoned.Add(1)

@@ -23,7 +23,10 @@ const (
 	// not yet, and for a stand-in). A replica cannot write to its owner,
 	// a member cannot write to hosts it does not hold, and no member can
 	// make a node store hosts it does not hold. Answers to a pull this
-	// node made are taken from the members it asked.
+	// node made are taken from the members it asked, and those of a
+	// host whose handoff this node awaits from the members whose
+	// manifests named it: the previous owner stores what it fetched
+	// before it heard of this node until its handoff (Targets).
 	KindReplica Kind = iota
 	// KindHandoff: handoffs (pages, crawl state, manifests) flow from a
 	// host's previous owner to a member that joined: the sender is a
@@ -60,7 +63,8 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 	r := m.cfg.R
 	switch kind {
 	case KindReplica:
-		return replicaFrom(m.cfg.Space, m.members, m.cfg.Self, from, host, r) || m.hosts.asked[ask{from, host}] > 0
+		return replicaFrom(m.cfg.Space, m.members, m.cfg.Self, from, host, r) || m.hosts.asked[ask{from, host}] > 0 ||
+			m.Waiting(now, host) && slices.Contains(m.settle.namedBy[host], from)
 	case KindHandoff:
 		if !m.settle.founders[from] {
 			return false

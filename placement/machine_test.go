@@ -294,6 +294,56 @@ func TestHandoffLostWithItsSender(t *testing.T) {
 	}
 }
 
+// TestItemsBeforeAHandoffReachTheJoiner: a member that crawled a host a
+// joiner now owns stores what it fetched before it heard of the join
+// until its handoff; those items go to the joiner, which takes them from
+// the member whose manifest named the host while it awaits the handoff,
+// so that a kill before the handoff loses none.
+func TestItemsBeforeAHandoffReachTheJoiner(t *testing.T) {
+	joiner, donor, replica, far := peer.ID("joiner"), peer.ID("donor"), peer.ID("replica"), peer.ID("far")
+	host := hostRanked(t, []peer.ID{joiner, donor, replica, far}, joiner, donor, replica, far)
+	d := New(testConfig(donor, false), Saved{Hosts: map[string]Role{host: Crawled}}, t0)
+	d.Step(at(0), Joined{Peer: replica})
+	if got := d.Targets(at(1), host); len(got) != 1 || got[0].Peer != replica {
+		t.Fatalf("targets before the join %v, want the replica", got)
+	}
+	d.Step(at(5), Joined{Peer: joiner})
+	got := d.Targets(at(6), host)
+	if !slices.Contains(got, Target{Peer: joiner, Wait: true, NewOwner: true}) {
+		t.Fatalf("targets after the join %v, want the joiner waited for", got)
+	}
+	d.Step(at(20), Hosts{Hosts: []string{host}}) // after the drain
+	handoffs := ready[HandOff](d)
+	if len(handoffs) != 1 || handoffs[0].To != joiner {
+		t.Fatalf("handoffs %v, want %s to the joiner", handoffs, host)
+	}
+	d.Step(at(21), HandedOff{Host: host, To: joiner})
+	if got := d.Targets(at(22), host); slices.ContainsFunc(got, func(tg Target) bool { return tg.Peer == joiner }) {
+		t.Fatalf("targets after the handoff %v: a replica writes to its owner", got)
+	}
+
+	j := New(testConfig(joiner, true), Saved{}, t0)
+	j.Step(at(5), Joined{Peer: donor, Holding: []peer.ID{donor}})
+	j.Step(at(5), Joined{Peer: replica})
+	j.Step(at(5), Joined{Peer: far})
+	if j.Allowed(at(6), KindReplica, donor, host) {
+		t.Error("the joiner takes items of a host no manifest named")
+	}
+	j.Step(at(6), Manifest{From: donor, Hosts: []string{host}})
+	if !j.Allowed(at(7), KindReplica, donor, host) {
+		t.Error("the joiner refuses the items of the member that will hand it the host")
+	}
+	for _, p := range []peer.ID{replica, far} {
+		if j.Allowed(at(7), KindReplica, p, host) {
+			t.Errorf("the joiner takes items from %s, which did not name the host", p)
+		}
+	}
+	j.Step(at(8), HandedIn{Host: host})
+	if j.Allowed(at(9), KindReplica, donor, host) {
+		t.Error("the joiner takes the previous owner's items after the handoff")
+	}
+}
+
 // TestTakeoversKeepGoing: a node that meets many new hosts at once takes
 // them over as fast as the pulls end, PullParallel at a time, not
 // PullParallel per scan; a host handed in meanwhile is not taken over.
@@ -361,7 +411,7 @@ func TestReplicationWaits(t *testing.T) {
 	m.Step(at(0), Joined{Peer: replica})
 	m.Step(at(0), Joined{Peer: stand})
 	m.Ready()
-	if got, want := m.Targets(at(1), host), []Target{{replica, true}}; !slices.Equal(got, want) {
+	if got, want := m.Targets(at(1), host), []Target{{Peer: replica, Wait: true}}; !slices.Equal(got, want) {
 		t.Fatalf("targets %v, want %v", got, want)
 	}
 	m.Step(at(1), Await{ID: 1, Host: host, Pending: map[peer.ID]uint64{replica: 5}})
@@ -386,11 +436,11 @@ func TestReplicationWaits(t *testing.T) {
 	if r := ready[Release](m); len(r) != 1 || !slices.Equal(r[0].Missed, []peer.ID{replica}) {
 		t.Fatalf("releases %v, want 3, the replica missed", r)
 	}
-	if got, want := m.Targets(at(4), host), []Target{{replica, false}, {stand, true}}; !slices.Equal(got, want) {
+	if got, want := m.Targets(at(4), host), []Target{{Peer: replica, Wait: false}, {Peer: stand, Wait: true}}; !slices.Equal(got, want) {
 		t.Fatalf("targets while the replica is suspected: %v, want %v", got, want)
 	}
 	m.Step(at(5), Delivered{Peer: replica, Seq: 12})
-	if got, want := m.Targets(at(5), host), []Target{{replica, true}}; !slices.Equal(got, want) {
+	if got, want := m.Targets(at(5), host), []Target{{Peer: replica, Wait: true}}; !slices.Equal(got, want) {
 		t.Fatalf("targets once the replica delivered again: %v, want %v", got, want)
 	}
 	// An item that lingers in the outbox first (Grace) is waited for that
@@ -413,7 +463,7 @@ func TestReplicationWaits(t *testing.T) {
 	// A holder that left gets the items without a wait for KeepAway,
 	// then its outbox is dropped.
 	m.Step(at(10), Left{Peer: replica})
-	if got, want := m.Targets(at(11), host), []Target{{stand, true}, {replica, false}}; !slices.Equal(got, want) {
+	if got, want := m.Targets(at(11), host), []Target{{Peer: stand, Wait: true}, {Peer: replica, Wait: false}}; !slices.Equal(got, want) {
 		t.Fatalf("targets after the replica left: %v, want %v", got, want)
 	}
 	m.Step(at(41), Tick{})

@@ -55,17 +55,27 @@ func newReplication() replication {
 }
 
 // Target is one member a stored item goes to, and whether its Store
-// waits for it.
+// waits for it. NewOwner marks the owner of a host this node still
+// crawls until its handoff: the owner takes the item only while it
+// awaits that handoff (it may have missed the manifest), so it may
+// refuse it, and a refusal is no fault of either side.
 type Target struct {
-	Peer peer.ID
-	Wait bool
+	Peer     peer.ID
+	Wait     bool
+	NewOwner bool
 }
 
 // Targets says where an item stored now for host goes: the holders
 // after this node (a holder closer to the host refuses items from
 // farther ones: a replica cannot write to its owner), a stand-in for each
 // suspected one, and the members that left within KeepAway and would
-// come after this node among the holders.
+// come after this node among the holders. A host this node still crawls
+// but no longer owns (a member closer to it joined, and the handoff is
+// to come) sends its items to the holders before this node too: what
+// was fetched before this node heard of the join is stored until the
+// handoff, and the new owner, which awaits the handoff named in this
+// node's manifest, takes it (KindReplica), so that a kill before the
+// handoff leaves it held.
 func (m *Machine) Targets(now time.Time, host string) []Target {
 	r := &m.repl
 	pref := m.replicas(host, m.cfg.R+1)
@@ -74,6 +84,11 @@ func (m *Machine) Targets(now time.Time, host string) []Target {
 		return nil
 	}
 	var out []Target
+	if self > 0 && m.hosts.role[host] == Crawled {
+		for _, p := range pref[:self] {
+			out = append(out, Target{Peer: p, Wait: !r.suspect[p], NewOwner: true})
+		}
+	}
 	waited, want := 0, max(m.cfg.R-1-self, 0)
 	for i, p := range pref[self+1:] {
 		switch holder := self+1+i < m.cfg.R; {

@@ -151,7 +151,9 @@ type HandOff struct {
 
 // Abandon drops the crawl state of a host this node does not own and
 // cannot hand off, after passing the URLs queued for it to the owner as
-// links (answer: HandedOff). Its pages stay for the owner's pull.
+// links, or one URL of it when Refused and none is queued, so that the
+// owner hears of the host (answer: HandedOff). Its pages stay for the
+// owner's pull.
 // Refused says its owner refused its handoff for HandoffGiveUp; else it
 // was never crawled here.
 type Abandon struct {
