@@ -290,7 +290,8 @@ func (m *Machine) scanTakeovers() {
 // startTakeovers starts the takeovers the last scan listed, while fewer
 // than PullParallel pulls run. It runs again whenever a pull ends, so a
 // node that meets many new hosts at once takes them over as fast as the
-// pulls go, not PullParallel per scan. Suspected members are not asked.
+// pulls go, not PullParallel per scan. Suspected members are not asked,
+// unless every member is.
 func (m *Machine) startTakeovers() {
 	t := &m.hosts
 	for len(t.takeovers) > 0 && len(t.pulls) < m.cfg.PullParallel {
@@ -303,6 +304,13 @@ func (m *Machine) startTakeovers() {
 			continue
 		}
 		others := slices.DeleteFunc(m.others(), func(p peer.ID) bool { return m.repl.suspect[p] })
+		if len(others) == 0 {
+			// Every member is suspected (this node was cut off, and no
+			// delivery has succeeded since): asking them may cost a
+			// PullTimeout, taking the host over from nothing costs its
+			// pages.
+			others = m.others()
+		}
 		m.startPull(h, m.cfg.Space.Replicas(others, h, m.cfg.PullPeers), true)
 	}
 }

@@ -266,6 +266,24 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
+// TestTakeoverWhenEveryMemberIsSuspected: a takeover asks the suspected
+// members when no other is left to ask, rather than taking the host over
+// from nothing.
+func TestTakeoverWhenEveryMemberIsSuspected(t *testing.T) {
+	owner, self, third := peer.ID("owner"), peer.ID("self"), peer.ID("third")
+	host := hostRanked(t, []peer.ID{owner, self, third}, owner, self, third)
+	m := New(testConfig(self, false), Saved{Hosts: map[string]Role{host: Replica}}, t0)
+	m.Step(at(0), Joined{Peer: owner})
+	m.Step(at(0), Joined{Peer: third})
+	m.Step(at(19), Undelivered{Peer: third})
+	m.Step(at(20), Left{Peer: owner})
+	m.Step(at(27), Tick{})
+	p := ready[Pull](m)
+	if len(p) != 1 || p[0].Host != host || !slices.Equal(p[0].From, []peer.ID{third}) {
+		t.Fatalf("pulls %v, want one of %s from the suspected %s", p, host, third)
+	}
+}
+
 // TestHandoffLostWithItsSender: a joiner whose donor named a host in its
 // manifest and died before handing it over takes the host over from its
 // replica once the donor's grace ends, not after HostWait.
