@@ -74,7 +74,11 @@
 // connection behind, on which gossipsub would keep respawning its writer
 // until it gives up on the peer for good (pubsub.MaxBackoffAttempts) and the
 // two views stay split; closing resets gossipsub for the peer, which
-// reconnects. A node that closes cleanly publishes a
+// reconnects. One back faster than MemberTimeout is never dropped, so
+// when a new connection to a peer arrives beside older ones, each older
+// one must answer a protocol negotiation within 3 s or is closed
+// (staleconn.go): libp2p opens new streams on the connection with the
+// most streams, which the dead one is. A node that closes cleanly publishes a
 // "leaving" heartbeat and is dropped at once. Every change is a
 // MemberEvent (Joined, Left) on Events(), queued without bound so nothing is
 // lost to a slow reader. Presets: LAN 500 ms / 3 s, WAN 5 s / 30 s.

@@ -66,8 +66,11 @@ type Node struct {
 	// spawnMu orders goIfOpen against Close: no goroutine is added once
 	// Close waits for them.
 	spawnMu sync.Mutex
-	closed  atomic.Bool
-	start   time.Time
+	// stale closes the connections a crashed peer left behind.
+	stale         *staleConns
+	staleNotifiee network.Notifiee
+	closed        atomic.Bool
+	start         time.Time
 
 	// mu guards the search and deliver handlers.
 	mu       sync.Mutex
@@ -97,7 +100,7 @@ type counters struct {
 	nonMemberStreams, membersRefused, heartbeatsIgnored, candidateDialsFailed atomic.Uint64
 	claimsThrottled, outboxFull, searchesRefused, urlsFiltered                atomic.Uint64
 	claimBatchesSent, claimsBatched, claimBatchesReceived                     atomic.Uint64
-	deliveriesReceived                                                        atomic.Uint64
+	deliveriesReceived, staleConnsClosed                                      atomic.Uint64
 	relayersBanned                                                            atomic.Uint64
 	maxHops                                                                   atomic.Int64
 	gossip                                                                    gossipDrops
@@ -163,6 +166,9 @@ type Stats struct {
 	// DeliveriesReceived counts the deliver messages (replicas, handoffs,
 	// any outbox topic but URLs) this node's handlers accepted.
 	DeliveriesReceived uint64
+	// StaleConnsClosed counts connections closed because they no longer
+	// answered once a newer one to the same peer arrived (staleConns).
+	StaleConnsClosed uint64
 	// OutboxFull counts records refused or dropped because a peer's outbox
 	// held MaxOutboxPerPeer records.
 	OutboxFull uint64
@@ -324,6 +330,12 @@ func (n *Node) startRest(ctx context.Context) error {
 	if err := n.outbox.load(); err != nil {
 		return err
 	}
+	n.stale = &staleConns{
+		net: n.h.Network(), ctx: n.ctx, spawn: n.goIfOpen, log: n.log,
+		closed: func() { n.st.staleConnsClosed.Add(1) },
+	}
+	n.staleNotifiee = n.stale.notifiee()
+	n.h.Network().Notify(n.staleNotifiee)
 	priv := n.h.Peerstore().PrivKey(n.h.ID())
 	if priv == nil {
 		n.log.Warn("the libp2p host has no private key in its peerstore: claims are disabled")
@@ -528,6 +540,9 @@ func (n *Node) close(announce bool) error {
 		time.Sleep(min(n.cfg.HeartbeatInterval, 150*time.Millisecond))
 	}
 	var errs []error
+	if n.h != nil && n.staleNotifiee != nil {
+		n.h.Network().StopNotify(n.staleNotifiee)
+	}
 	if n.h != nil {
 		for _, p := range []protocol.ID{n.protoURLs, n.protoSearch, n.protoDeliver, n.protoClaim, n.protoClaims} {
 			n.h.RemoveStreamHandler(p)
@@ -624,6 +639,7 @@ func (n *Node) Stats() Stats {
 		ClaimsBatched:        n.st.claimsBatched.Load(),
 		ClaimBatchesReceived: n.st.claimBatchesReceived.Load(),
 		DeliveriesReceived:   n.st.deliveriesReceived.Load(),
+		StaleConnsClosed:     n.st.staleConnsClosed.Load(),
 		OutboxFull:           n.st.outboxFull.Load(),
 		SearchesRefused:      n.st.searchesRefused.Load(),
 		URLsFiltered:         n.st.urlsFiltered.Load(),
