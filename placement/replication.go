@@ -55,10 +55,11 @@ func newReplication() replication {
 }
 
 // Target is one member a stored item goes to, and whether its Store
-// waits for it. NewOwner marks the owner of a host this node still
-// crawls until its handoff: the owner takes the item only while it
-// awaits that handoff (it may have missed the manifest), so it may
-// refuse it, and a refusal is no fault of either side.
+// waits for it. NewOwner marks a holder before this node of a host this
+// node still crawls until its handoff (the joiner that owns it now): it
+// takes the item only while it awaits a handoff this node's manifest
+// named (it may have missed the manifest), so it may refuse it, and a
+// refusal is no fault of either side.
 type Target struct {
 	Peer     peer.ID
 	Wait     bool
