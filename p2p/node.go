@@ -66,8 +66,8 @@ type Node struct {
 	// spawnMu orders goIfOpen against Close: no goroutine is added once
 	// Close waits for them.
 	spawnMu sync.Mutex
-	// stale closes the connections a crashed peer left behind.
-	stale         *staleConns
+	// staleNotifiee closes the connections a crashed peer left behind
+	// (staleConns).
 	staleNotifiee network.Notifiee
 	closed        atomic.Bool
 	start         time.Time
@@ -330,11 +330,11 @@ func (n *Node) startRest(ctx context.Context) error {
 	if err := n.outbox.load(); err != nil {
 		return err
 	}
-	n.stale = &staleConns{
+	stale := &staleConns{
 		net: n.h.Network(), ctx: n.ctx, spawn: n.goIfOpen, log: n.log,
 		closed: func() { n.st.staleConnsClosed.Add(1) },
 	}
-	n.staleNotifiee = n.stale.notifiee()
+	n.staleNotifiee = stale.notifiee()
 	n.h.Network().Notify(n.staleNotifiee)
 	priv := n.h.Peerstore().PrivKey(n.h.ID())
 	if priv == nil {
