@@ -64,7 +64,7 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 	switch kind {
 	case KindReplica:
 		return replicaFrom(m.cfg.Space, m.members, m.cfg.Self, from, host, r) || m.hosts.asked[ask{from, host}] > 0 ||
-			m.Waiting(now, host) && slices.Contains(m.settle.namedBy[host], from)
+			m.Waiting(now, host) && slices.Contains(m.settle.pending[host].namedBy, from)
 	case KindHandoff:
 		if !m.settle.founders[from] {
 			return false
@@ -133,8 +133,8 @@ func crawlsIn(space Keyspace, members []peer.ID, from peer.ID, host string, rece
 // Waiting reports whether a manifest holds host back now (its handoff has
 // not arrived).
 func (m *Machine) Waiting(now time.Time, host string) bool {
-	since, ok := m.settle.pending[host]
-	return ok && now.Sub(since) < m.cfg.HostWait
+	a := m.settle.pending[host]
+	return a != nil && now.Sub(a.since) < m.cfg.HostWait
 }
 
 // ForgetFounders makes every member met so far a late joiner, as if this

@@ -50,12 +50,11 @@ import (
 // their handoff whoever sent it. What the sets decide is how long a
 // joiner holds back its whole crawl.
 type settling struct {
-	firstSeen  time.Time            // when this node first saw another member
-	awaiting   map[peer.ID]bool     // members whose manifest has not arrived
-	manifested map[peer.ID]bool     // members whose manifest arrived
-	pending    map[string]time.Time // host -> when a manifest first named it
-	namedBy    map[string][]peer.ID // pending host -> the members whose manifests named it
-	settled    map[string]bool      // hosts whose handoff arrived (or whose wait ended)
+	firstSeen  time.Time           // when this node first saw another member
+	awaiting   map[peer.ID]bool    // members whose manifest has not arrived
+	manifested map[peer.ID]bool    // members whose manifest arrived
+	pending    map[string]*awaited // hosts named in a manifest, handoff not in yet
+	settled    map[string]bool     // hosts whose handoff arrived (or whose wait ended)
 	// founders are the members met in the first ManifestWait after this
 	// node first met the network, in this run or an earlier one (Saved):
 	// the members that may have owned hosts before it joined, and so the
@@ -66,6 +65,12 @@ type settling struct {
 	// deferred are joiners met while the view was settling, looked at
 	// again once it has.
 	deferred []peer.ID
+}
+
+// awaited is a host a manifest named whose handoff has not arrived.
+type awaited struct {
+	since   time.Time // when a manifest first named it
+	namedBy []peer.ID // the members whose manifests named it
 }
 
 // manifestAwaitDepth is how deep among its donors a joiner waits for
@@ -79,8 +84,8 @@ const (
 
 func newSettling() settling {
 	return settling{
-		awaiting: map[peer.ID]bool{}, manifested: map[peer.ID]bool{}, pending: map[string]time.Time{},
-		namedBy: map[string][]peer.ID{}, settled: map[string]bool{}, founders: map[peer.ID]bool{},
+		awaiting: map[peer.ID]bool{}, manifested: map[peer.ID]bool{}, pending: map[string]*awaited{},
+		settled: map[string]bool{}, founders: map[peer.ID]bool{},
 	}
 }
 
@@ -141,14 +146,16 @@ func (s *settling) manifest(cfg Config, p peer.ID, hosts []string, now time.Time
 	s.manifested[p] = true
 	s.expire(cfg, now)
 	for _, h := range hosts {
-		if _, waiting := s.pending[h]; !waiting {
+		a := s.pending[h]
+		if a == nil {
 			if s.settled[h] {
 				continue // the handoff overtook its manifest
 			}
-			s.pending[h] = now
+			a = &awaited{since: now}
+			s.pending[h] = a
 		}
-		if !slices.Contains(s.namedBy[h], p) {
-			s.namedBy[h] = append(s.namedBy[h], p)
+		if !slices.Contains(a.namedBy, p) {
+			a.namedBy = append(a.namedBy, p)
 		}
 	}
 }
@@ -156,20 +163,18 @@ func (s *settling) manifest(cfg Config, p peer.ID, hosts []string, now time.Time
 // gone ends the waits of the hosts that only p named: p is no longer a
 // member and its grace has ended, so no handoff will come from it.
 func (s *settling) gone(p peer.ID) {
-	for h, by := range s.namedBy {
-		by = slices.DeleteFunc(by, func(q peer.ID) bool { return q == p })
-		if len(by) > 0 {
-			s.namedBy[h] = by
-			continue
+	for h, a := range s.pending {
+		a.namedBy = slices.DeleteFunc(a.namedBy, func(q peer.ID) bool { return q == p })
+		if len(a.namedBy) == 0 {
+			s.settleHost(h)
 		}
-		s.settleHost(h)
 	}
 }
 
 // expire ends the waits that are over.
 func (s *settling) expire(cfg Config, now time.Time) {
-	for h, since := range s.pending {
-		if now.Sub(since) >= cfg.HostWait {
+	for h, a := range s.pending {
+		if now.Sub(a.since) >= cfg.HostWait {
 			s.settleHost(h)
 		}
 	}
@@ -183,13 +188,11 @@ func (s *settling) expire(cfg Config, now time.Time) {
 func (s *settling) forget(host string) {
 	delete(s.settled, host)
 	delete(s.pending, host)
-	delete(s.namedBy, host)
 }
 
 // settleHost marks host as handed over: it may be crawled at once.
 func (s *settling) settleHost(host string) {
 	delete(s.pending, host)
-	delete(s.namedBy, host)
 	s.settled[host] = true
 }
 
@@ -202,8 +205,8 @@ func (s *settling) mayCrawl(cfg Config, started, now time.Time, host string) boo
 	if len(s.awaiting) > 0 && now.Sub(s.firstSeen) < cfg.ManifestWait {
 		return false
 	}
-	since, ok := s.pending[host]
-	return !ok || now.Sub(since) >= cfg.HostWait
+	a := s.pending[host]
+	return a == nil || now.Sub(a.since) >= cfg.HostWait
 }
 
 // sendManifest decides the manifest for joiner p: at once when this node
