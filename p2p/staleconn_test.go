@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,20 +66,16 @@ func newUDPRelay(t *testing.T, target *net.UDPAddr) *udpRelay {
 func quicPort(t *testing.T, n *testNode) *net.UDPAddr {
 	t.Helper()
 	for _, a := range n.h.Network().ListenAddresses() {
-		if port, err := a.ValueForProtocol(ma.P_UDP); err == nil {
-			return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: atoi(t, port)}
+		if s, err := a.ValueForProtocol(ma.P_UDP); err == nil {
+			port, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
 		}
 	}
 	t.Fatal("no QUIC listen address")
 	return nil
-}
-
-func atoi(t *testing.T, s string) int {
-	var n int
-	if _, err := fmt.Sscan(s, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // TestDeadConnectionOfARestartedPeerIsClosed: a peer killed and back
