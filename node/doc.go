@@ -40,11 +40,12 @@
 // (the owner; a replica cannot write to its owner), or from a member this
 // node asked in a pull; handoffs and manifests only from a founder of this
 // node's view (a member met while it joined, in this run or an earlier
-// one: kept in Badger) among the R closest of those to the host, to a
+// one: kept in Badger) among the R+1 closest of those to the host, to a
 // node among the R+1 closest; pulls only from one of the
 // R closest; URL records (urlsFrom) only as links found on a host the
-// sender crawls, as relayed records from a member near the host, or as
-// seeds within a per-member budget. What is refused is counted
+// sender crawls (or handed this node within Grace + Drain, or is about
+// to), as relayed records from a member near the host, or as seeds
+// within a per-member budget. What is refused is counted
 // (Status.HandoffRefused, p2p's URLsFiltered) and logged at a bounded
 // rate. A sender whose handoff of a host its owner keeps refusing (for
 // placement's HandoffGiveUp: ten membership timeouts, at least 30 s)

@@ -444,7 +444,7 @@ func (d *peerData) receiveHandoffHost(ctx context.Context, from peer.ID, payload
 	if err := d.crawler.ImportHost(ctx, exp); err != nil {
 		return err
 	}
-	if err := d.place.stepIn(ctx, placement.HandedIn{Host: exp.Host}); err != nil {
+	if err := d.place.stepIn(ctx, placement.HandedIn{Host: exp.Host, From: from}); err != nil {
 		return err
 	}
 	return d.acked(ctx, true)

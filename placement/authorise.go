@@ -31,10 +31,13 @@ const (
 	// KindHandoff: handoffs (pages, crawl state, manifests) flow from a
 	// host's previous owner to a member that joined: the sender is a
 	// founder of this node's view (met while it joined, in this run or
-	// an earlier one) and among the R closest to the host of the
+	// an earlier one) and among the R+1 closest to the host of the
 	// founders still members, this node excluded; this node is among the
 	// R+1 closest. A member that joined after this node never owned a
-	// host before it, so it cannot hand it one.
+	// host before it, so it cannot hand it one. One more than R because
+	// founders also count the members that joined while this node was
+	// settling: one of them closer to the host than its previous owner
+	// would otherwise have this node refuse the real handoff for good.
 	KindHandoff
 	// KindPull: a pull comes from a member among the R closest to the
 	// host (its owner after a takeover, a replica about to become it, or
@@ -46,7 +49,11 @@ const (
 	// owner crawls until it hears of the join, within Grace, and the
 	// requests it began by then end within Drain, their links forwarded
 	// to the hosts' owners), so a member cannot put words in the mouth of
-	// hosts it does not crawl.
+	// hosts it does not crawl. A previous owner whose handoff is late (it
+	// restarted, or this node refused it for a while) crawls the host
+	// until it hands it over: its links are taken while this node awaits
+	// the handoff from it, and for Grace + Drain after it handed the host
+	// in.
 	KindLink
 	// KindRelay: a URL record passed on by a member on the way: members
 	// forward a record to the closest member they know, so the sender is
@@ -84,6 +91,10 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 				recent = append(recent, p)
 			}
 		}
+		if in, ok := m.hosts.handedIn[host]; ok && in.from == from && now.Sub(in.at) < window ||
+			m.Waiting(now, host) && slices.Contains(m.settle.pending[host].namedBy, from) {
+			return true
+		}
 		return crawlsIn(m.cfg.Space, m.members, from, host, recent)
 	case KindRelay:
 		return rank(m.cfg.Space, m.members, host, r+1, from) >= 0
@@ -111,7 +122,7 @@ func handoffFrom(space Keyspace, members, founders []peer.ID, self, from peer.ID
 		return false
 	}
 	prior := slices.DeleteFunc(slices.Clone(founders), func(p peer.ID) bool { return p == self })
-	return rank(space, prior, host, r, from) >= 0 && rank(space, members, host, r+1, self) >= 0
+	return rank(space, prior, host, r+1, from) >= 0 && rank(space, members, host, r+1, self) >= 0
 }
 
 // crawlsIn says whether from crawls host in the view members: it is the

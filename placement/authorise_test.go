@@ -42,7 +42,8 @@ func TestWhoMaySend(t *testing.T) {
 	}{
 		{"previous owner to the joiner that displaced it", members, o[0], o[1], true},
 		{"previous replica to that joiner", members, o[0], o[2], true},
-		{"third before the join", members, o[0], o[3], false},
+		{"third before the join (a founder that joined after self displaced the previous owner)", members, o[0], o[3], true},
+		{"fourth before the join", members, o[0], o[4], false},
 		{"a member that joined after self (not a founder)", []peer.ID{o[0], o[3], o[4]}, o[0], o[1], false},
 		{"the closest founder when closer members joined later", []peer.ID{o[0], o[5], o[6]}, o[0], o[5], true},
 		{"to a member that does not hold the host", members, o[5], o[0], false},

@@ -62,6 +62,16 @@ type hostTable struct {
 	// unreachable one) are retried without end: giving up would lose
 	// crawl state the owner never had.
 	refused map[string]time.Time
+	// handedIn are the hosts handed in within the last Grace + Drain:
+	// from whom, and when. The previous owner's last pages were
+	// processed around its handoff, and their links to the host reach
+	// this node afterwards (Allowed, KindLink).
+	handedIn map[string]handIn
+}
+
+type handIn struct {
+	from peer.ID
+	at   time.Time
 }
 
 type pull struct {
@@ -78,7 +88,7 @@ type ask struct {
 func newHostTable() hostTable {
 	return hostTable{
 		crawl: map[string]bool{}, role: map[string]Role{}, holders: map[string][]peer.ID{}, pulls: map[string]*pull{}, asked: map[ask]int{},
-		refused: map[string]time.Time{},
+		refused: map[string]time.Time{}, handedIn: map[string]handIn{},
 	}
 }
 

@@ -183,6 +183,7 @@ func (m *Machine) Step(now time.Time, ev Event) {
 		m.settle.manifest(m.cfg, ev.From, ev.Hosts, m.now)
 	case HandedIn:
 		m.settle.settleHost(ev.Host)
+		m.hosts.handedIn[ev.Host] = handIn{from: ev.From, at: m.now}
 		if m.hosts.role[ev.Host] != Replica { // else its pages are taken over too
 			m.setRole(ev.Host, Crawled)
 		}
@@ -280,6 +281,11 @@ func (m *Machine) left(p peer.ID) {
 
 func (m *Machine) tick() {
 	m.settle.expire(m.cfg, m.now)
+	for h, in := range m.hosts.handedIn {
+		if m.now.Sub(in.at) >= m.cfg.Grace+m.cfg.Drain {
+			delete(m.hosts.handedIn, h)
+		}
+	}
 	for _, p := range sortedKeys(m.gone) {
 		if !m.now.Before(m.gone[p]) {
 			delete(m.gone, p)

@@ -362,6 +362,64 @@ func TestItemsBeforeAHandoffReachTheJoiner(t *testing.T) {
 	}
 }
 
+// TestLinksOfALateHandoff: a previous owner whose handoff comes late (it
+// restarted, or its first tries were refused) crawls the host until it
+// hands it over; the owner takes the links it found on the host while it
+// awaits the handoff and for Grace + Drain after it, and from no one else.
+func TestLinksOfALateHandoff(t *testing.T) {
+	joiner, donor, replica := peer.ID("joiner"), peer.ID("donor"), peer.ID("replica")
+	host := hostRanked(t, []peer.ID{joiner, donor, replica}, joiner, donor, replica)
+	cfg := testConfig(joiner, true)
+	newJoiner := func() *Machine {
+		j := New(cfg, Saved{}, t0)
+		j.Step(at(5), Joined{Peer: donor, Holding: []peer.ID{donor}})
+		j.Step(at(5), Joined{Peer: replica})
+		return j
+	}
+	late := at(5).Add(cfg.Grace + cfg.Drain + time.Second) // the joiner's own join no longer explains the donor's links
+	if j := newJoiner(); j.Allowed(late, KindLink, donor, host) {
+		t.Error("links from a member that neither crawls the host nor hands it over")
+	}
+	j := newJoiner()
+	j.Step(at(6), Manifest{From: donor, Hosts: []string{host}})
+	tests := []struct {
+		name string
+		at   time.Time
+		from peer.ID
+		want bool
+	}{
+		{"the donor while its handoff is awaited", late, donor, true},
+		{"the replica while the donor's handoff is awaited", late, replica, false},
+	}
+	for _, tc := range tests {
+		if got := j.Allowed(tc.at, KindLink, tc.from, host); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	handedIn := late.Add(10 * time.Second)
+	j.Step(handedIn, HandedIn{Host: host, From: donor})
+	window := cfg.Grace + cfg.Drain
+	tests = []struct {
+		name string
+		at   time.Time
+		from peer.ID
+		want bool
+	}{
+		{"the donor right after it handed the host in", handedIn.Add(time.Second), donor, true},
+		{"the replica right after the handoff", handedIn.Add(time.Second), replica, false},
+		{"the donor Grace + Drain after the handoff", handedIn.Add(window), donor, false},
+	}
+	for _, tc := range tests {
+		if got := j.Allowed(tc.at, KindLink, tc.from, host); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	j.Step(handedIn.Add(window), Tick{})
+	if len(j.hosts.handedIn) != 0 {
+		t.Errorf("hand-ins kept past their window: %v", j.hosts.handedIn)
+	}
+}
+
 // TestTakeoversKeepGoing: a node that meets many new hosts at once takes
 // them over as fast as the pulls end, PullParallel at a time, not
 // PullParallel per scan; a host handed in meanwhile is not taken over.

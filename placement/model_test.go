@@ -150,6 +150,7 @@ type fetchRec struct {
 	at          time.Time
 	interrupted bool // its node was killed before it was stored
 	stored      bool
+	storedAt    time.Time
 }
 
 type scheduled struct {
@@ -453,7 +454,12 @@ func (w *world) fetch(n *simNode, u string) *fetchRec {
 	w.fetched[u] = append(prev, f)
 	if len(prev) > 0 {
 		last := prev[len(prev)-1]
-		if !last.interrupted || last.stored {
+		// A request its node was killed in is stored when the node is
+		// back, before the others have met it again: until then their
+		// takeovers cannot ask it for the page.
+		cfg := modelConfig(ringSpace{}, "", true)
+		inFlight := last.interrupted && (!last.stored || w.now.Sub(last.storedAt) < cfg.Grace+cfg.Drain)
+		if !inFlight {
 			var holders []string
 			for _, o := range w.nodes {
 				if o.durable.index[u] {
@@ -916,7 +922,7 @@ func (n *simNode) store(u string, f *fetchRec) {
 		w.logf("%s stored %s (missed %v)", n.name(), u, missed)
 		delete(n.storing, u)
 		delete(d.processing, u)
-		f.stored = true
+		f.stored, f.storedAt = true, w.now
 		n.queueLinks(u)
 	}
 	n.step(Await{ID: id, Host: h, Pending: pending})
@@ -1136,7 +1142,7 @@ func (n *simNode) handOff(a HandOff) {
 				}
 			}
 		}
-		to.step(HandedIn{Host: a.Host})
+		to.step(HandedIn{Host: a.Host, From: n.id})
 		return nil
 	}, func(err error) {
 		n.handing = ""

@@ -35,8 +35,11 @@ type Manifest struct {
 	Hosts []string
 }
 
-// HandedIn: the crawl state of Host arrived and was imported.
-type HandedIn struct{ Host string }
+// HandedIn: the crawl state of Host arrived from From and was imported.
+type HandedIn struct {
+	Host string
+	From peer.ID
+}
 
 // HandedOff ends a HandOff (To set) or an Abandon (To empty): Err is nil
 // once the new owner acknowledged the pages and the crawl state (or the
