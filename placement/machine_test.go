@@ -381,39 +381,33 @@ func TestLinksOfALateHandoff(t *testing.T) {
 		t.Error("links from a member that neither crawls the host nor hands it over")
 	}
 	j := newJoiner()
-	j.Step(at(6), Manifest{From: donor, Hosts: []string{host}})
-	tests := []struct {
+	type linkCase struct {
 		name string
 		at   time.Time
 		from peer.ID
 		want bool
-	}{
-		{"the donor while its handoff is awaited", late, donor, true},
-		{"the replica while the donor's handoff is awaited", late, replica, false},
 	}
-	for _, tc := range tests {
-		if got := j.Allowed(tc.at, KindLink, tc.from, host); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+	check := func(cases []linkCase) {
+		t.Helper()
+		for _, tc := range cases {
+			if got := j.Allowed(tc.at, KindLink, tc.from, host); got != tc.want {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			}
 		}
 	}
+	j.Step(at(6), Manifest{From: donor, Hosts: []string{host}})
+	check([]linkCase{
+		{"the donor while its handoff is awaited", late, donor, true},
+		{"the replica while the donor's handoff is awaited", late, replica, false},
+	})
 	handedIn := late.Add(10 * time.Second)
 	j.Step(handedIn, HandedIn{Host: host, From: donor})
 	window := cfg.Grace + cfg.Drain
-	tests = []struct {
-		name string
-		at   time.Time
-		from peer.ID
-		want bool
-	}{
+	check([]linkCase{
 		{"the donor right after it handed the host in", handedIn.Add(time.Second), donor, true},
 		{"the replica right after the handoff", handedIn.Add(time.Second), replica, false},
 		{"the donor Grace + Drain after the handoff", handedIn.Add(window), donor, false},
-	}
-	for _, tc := range tests {
-		if got := j.Allowed(tc.at, KindLink, tc.from, host); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
+	})
 	j.Step(handedIn.Add(window), Tick{})
 	if len(j.hosts.handedIn) != 0 {
 		t.Errorf("hand-ins kept past their window: %v", j.hosts.handedIn)
