@@ -71,7 +71,7 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 	switch kind {
 	case KindReplica:
 		return replicaFrom(m.cfg.Space, m.members, m.cfg.Self, from, host, r) || m.hosts.asked[ask{from, host}] > 0 ||
-			m.Waiting(now, host) && slices.Contains(m.settle.pending[host].namedBy, from)
+			m.awaitsHandoffFrom(now, host, from)
 	case KindHandoff:
 		if !m.settle.founders[from] {
 			return false
@@ -92,7 +92,7 @@ func (m *Machine) Allowed(now time.Time, kind Kind, from peer.ID, host string) b
 			}
 		}
 		if in, ok := m.hosts.handedIn[host]; ok && in.from == from && now.Sub(in.at) < window ||
-			m.Waiting(now, host) && slices.Contains(m.settle.pending[host].namedBy, from) {
+			m.awaitsHandoffFrom(now, host, from) {
 			return true
 		}
 		return crawlsIn(m.cfg.Space, m.members, from, host, recent)
@@ -146,6 +146,11 @@ func crawlsIn(space Keyspace, members []peer.ID, from peer.ID, host string, rece
 func (m *Machine) Waiting(now time.Time, host string) bool {
 	a := m.settle.pending[host]
 	return a != nil && now.Sub(a.since) < m.cfg.HostWait
+}
+
+// awaitsHandoffFrom reports whether a manifest from p holds host back now.
+func (m *Machine) awaitsHandoffFrom(now time.Time, host string, p peer.ID) bool {
+	return m.Waiting(now, host) && slices.Contains(m.settle.pending[host].namedBy, p)
 }
 
 // ForgetFounders makes every member met so far a late joiner, as if this
